@@ -1,0 +1,102 @@
+# llmbox — build, test, install.
+#
+#   make demo      install what is missing (Debian, as root), build, run Python in the native sandbox
+#   make test      install what is missing, build, run every spec; ends with "N passed, N failed"
+#   make           build build/bin/llmbox and build/lib/llmbox/core.so
+#   make install   PREFIX=/usr/local DESTDIR=  (binary, C module, Lua tree, policies)
+#   make lint      clang-format check + warnings-as-errors build
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR  ?= $(PREFIX)/bin
+LUADIR  ?= $(PREFIX)/share/lua/5.1
+LIBDIR  ?= $(PREFIX)/lib/lua/5.1
+DATADIR ?= $(PREFIX)/share/llmbox
+
+PKG_CONFIG ?= pkg-config
+PKGS    := luajit libseccomp libcap
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+HARDEN  := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIC
+WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2
+DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap 2>/dev/null)
+LUA_LIBS   = $(shell $(PKG_CONFIG) --libs luajit 2>/dev/null)
+ALL_CFLAGS = $(WARN) $(HARDEN) $(CFLAGS) $(DEP_CFLAGS)
+ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
+
+CORE_SRC := runtime/util.c runtime/caps.c runtime/seccomp.c runtime/jail.c runtime/limits.c \
+            runtime/supervisor.c runtime/transfer.c runtime/probe.c runtime/lua_core.c \
+            backends/native.c
+CORE_OBJ := $(CORE_SRC:%.c=build/obj/%.o)
+HEADERS  := runtime/llmbox.h runtime/internal.h backends/backend.h
+
+BIN    := build/bin/llmbox
+MODULE := build/lib/llmbox/core.so
+
+# Debian packages: what building needs, and what the specs need on top.
+DEPS_BUILD := gcc make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev lua-cjson python3
+DEPS_TEST  := lua-busted clang-format
+
+.PHONY: all deps deps-test demo test lint format install uninstall clean paths
+
+all: $(BIN) $(MODULE) paths
+
+build/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BIN): build/obj/runtime/main.o $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS) $(DEP_LIBS) $(LUA_LIBS) -Wl,-E
+
+# The module resolves lua_* from the host process (luajit, nginx): do not link libluajit into it.
+$(MODULE): $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(ALL_LDFLAGS) $(DEP_LIBS)
+
+paths:
+	@echo "llmbox built. Use it from plain LuaJIT with:"
+	@echo "  LUA_PATH='$(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;' LUA_CPATH='$(CURDIR)/build/lib/?.so;;' luajit -e 'local llmbox = require \"llmbox\"'"
+
+# Installs missing Debian packages (as root); an ordinary user gets the apt-get line to run.
+deps:
+	@./.ci/deps.sh $(DEPS_BUILD)
+
+deps-test:
+	@./.ci/deps.sh $(DEPS_BUILD) $(DEPS_TEST)
+
+demo: deps
+	@$(MAKE) --no-print-directory all >/dev/null
+	@echo '$$ llmbox run -l python -c "import sys, platform; print(...)"'
+	@$(BIN) run -l python -c 'import os, platform, sys; print("hello from", platform.python_implementation(), sys.version.split()[0]); print("uid", os.getuid(), "pid", os.getpid(), "cwd", os.getcwd()); print("sum of squares:", sum(i * i for i in range(10)))'
+	@echo '$$ llmbox run --json -t 2 -l python -c "while True: pass"'
+	@$(BIN) run --json -t 2 -l python -c 'while True: pass' || true
+	@echo
+
+test: deps-test
+	@$(MAKE) --no-print-directory all >/dev/null
+	@./spec/run.sh
+
+lint: deps-test
+	@echo "clang-format check"
+	@clang-format --dry-run --Werror $(CORE_SRC) runtime/main.c $(HEADERS)
+	@$(MAKE) --no-print-directory clean >/dev/null
+	@$(MAKE) --no-print-directory all CFLAGS="-O2 -g" >/dev/null && echo "build with -Wall -Wextra -Werror: ok"
+
+format:
+	clang-format -i $(CORE_SRC) runtime/main.c $(HEADERS)
+
+install: $(BIN) $(MODULE)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR) $(DESTDIR)$(DATADIR)/policies
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/llmbox
+	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/llmbox/core.so
+	cd lua && find llmbox -type d -exec install -d $(DESTDIR)$(LUADIR)/{} \;
+	cd lua && find llmbox -name '*.lua' -exec install -m 0644 {} $(DESTDIR)$(LUADIR)/{} \;
+	install -m 0644 policies/*.lua $(DESTDIR)$(DATADIR)/policies/
+
+uninstall:
+	rm -rf $(DESTDIR)$(BINDIR)/llmbox $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR)/llmbox $(DESTDIR)$(DATADIR)
+
+clean:
+	rm -rf build

@@ -1,0 +1,39 @@
+/* The backend contract: every driver (native now; docker, podman, kubernetes later) implements
+ * these operations and declares what it can do, so callers ask instead of guess. A driver that
+ * cannot honour a request fails with a clear error; none ever falls back to running code with less
+ * isolation. The Lua binding (runtime/lua_core.c) reaches drivers only through this table. */
+#ifndef LLMBOX_BACKEND_H
+#define LLMBOX_BACKEND_H
+
+#include "../runtime/llmbox.h"
+
+enum lb_backend_cap {
+	LB_CAP_POOL = 1 << 0,                 /* sessions may be pre-created and pooled */
+	LB_CAP_PERSISTENT_WORKSPACE = 1 << 1, /* /sandbox survives across runs of a session */
+	LB_CAP_NETWORK_POLICY = 1 << 2,       /* network can be cut to loopback */
+	LB_CAP_SECCOMP = 1 << 3,              /* the policy's syscall rules are enforced */
+	LB_CAP_IMAGES = 1 << 4,               /* runs inside container images */
+};
+
+typedef struct lb_open_config {
+	lb_jail_config jail;
+	lb_syscall_policy syscalls;
+} lb_open_config;
+
+typedef struct lb_backend {
+	const char *name;
+	unsigned caps;
+	/* Returns an opaque session owned by the caller, released with close(). */
+	void *(*open)(const lb_open_config *cfg, lb_error *err);
+	int (*run)(void *session, const lb_run_spec *spec, lb_result *res, lb_error *err);
+	int (*copy_in)(void *session, const char *path, int host_fd, unsigned mode, lb_error *err);
+	int (*copy_out)(void *session, const char *path, int host_fd, uint64_t max, lb_error *err);
+	void (*close)(void *session);
+} lb_backend;
+
+extern const lb_backend lb_backend_native;
+
+/* NULL-terminated list of compiled-in drivers. */
+extern const lb_backend *const lb_backends[];
+
+#endif

@@ -1,0 +1,66 @@
+/* The native backend: our own jail (runtime/), needing nothing but the kernel. A session is one
+ * jail plus the seccomp program compiled from its policy. */
+#include "backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct native_session {
+	lb_jail *jail;
+	lb_filter *filter;
+} native_session;
+
+static void native_close(void *s)
+{
+	native_session *n = s;
+	if (!n)
+		return;
+	lb_jail_close(n->jail);
+	lb_filter_free(n->filter);
+	free(n);
+}
+
+static void *native_open(const lb_open_config *cfg, lb_error *err)
+{
+	native_session *n = calloc(1, sizeof *n);
+	if (!n) {
+		err->code = 12;
+		snprintf(err->msg, sizeof err->msg, "out of memory");
+		return NULL;
+	}
+	/* Compile the filter first: a policy error is reported before any namespace is made. */
+	if (!(n->filter = lb_filter_build(&cfg->syscalls, err)) ||
+	    !(n->jail = lb_jail_open(&cfg->jail, err))) {
+		native_close(n);
+		return NULL;
+	}
+	return n;
+}
+
+static int native_run(void *s, const lb_run_spec *spec, lb_result *res, lb_error *err)
+{
+	native_session *n = s;
+	return lb_run(n->jail, spec, n->filter, res, err);
+}
+
+static int native_copy_in(void *s, const char *path, int host_fd, unsigned mode, lb_error *err)
+{
+	return lb_put_file(((native_session *)s)->jail, path, host_fd, mode, err);
+}
+
+static int native_copy_out(void *s, const char *path, int host_fd, uint64_t max, lb_error *err)
+{
+	return lb_get_file(((native_session *)s)->jail, path, host_fd, max, err);
+}
+
+const lb_backend lb_backend_native = {
+	.name = "native",
+	.caps = LB_CAP_POOL | LB_CAP_PERSISTENT_WORKSPACE | LB_CAP_NETWORK_POLICY | LB_CAP_SECCOMP,
+	.open = native_open,
+	.run = native_run,
+	.copy_in = native_copy_in,
+	.copy_out = native_copy_out,
+	.close = native_close,
+};
+
+const lb_backend *const lb_backends[] = {&lb_backend_native, NULL};

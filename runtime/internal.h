@@ -1,0 +1,103 @@
+/* Internal helpers shared by the runtime's files. Not installed, not part of the API. */
+#ifndef LLMBOX_INTERNAL_H
+#define LLMBOX_INTERNAL_H
+
+#include "llmbox.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* Cleanup attributes: resources are released on every return path (the bubblewrap way). */
+static inline void lb_closep(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = errno;
+		close(*fd);
+		errno = saved;
+	}
+}
+static inline void lb_freep(void *p)
+{
+	free(*(void **)p);
+}
+#define _cleanup_fd_ __attribute__((cleanup(lb_closep)))
+#define _cleanup_free_ __attribute__((cleanup(lb_freep)))
+
+static inline int lb_steal_fd(int *fd)
+{
+	int r = *fd;
+	*fd = -1;
+	return r;
+}
+
+/* Fills err and returns -1, so callers can `return lb_fail(err, errno, "...")`. */
+int lb_fail(lb_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Namespaces of a live jail, held as fds by the caller: while they are open the jail (and its
+ * workspace tmpfs) exists; no process needs to stay alive for it. */
+struct lb_jail {
+	int userns, mntns, netns, utsns, cgroupns; /* cgroupns is -1 where unsupported */
+	uid_t host_uid;
+	gid_t host_gid;
+};
+
+/* Children report setup failures to the caller over a CLOEXEC pipe as one lb_error record, then
+ * exit 127: "the sandbox broke" travels separately from the program's own exit status. */
+void lb_child_fail(int report_fd, int code, const char *fmt, ...) __attribute__((noreturn))
+__attribute__((format(printf, 3, 4)));
+
+#define LB_PROGRESS (-1)
+/* A progress record (code LB_PROGRESS, msg[0] = stage) on the same pipe. */
+void lb_child_progress(int report_fd, char stage);
+
+/* Reads one lb_error record from a report pipe. Returns 1 if one was read, 0 on EOF. */
+int lb_read_report(int fd, lb_error *err);
+
+/* In a forked child: joins the jail's namespaces (user first: it grants the capabilities the others
+ * need). Groups are dropped first when the caller is root, so no host group leaks in. */
+int lb_jail_enter(const lb_jail *j, lb_error *err);
+/* Appends the jail's namespace fds to keep[] (for lb_close_fds_except); returns the new count. */
+size_t lb_jail_keep_fds(const lb_jail *j, int *keep, size_t n);
+
+/* In a forked child: become the sandbox user with no capabilities at all (effective, permitted,
+ * inheritable, ambient, bounding) and no_new_privs. */
+int lb_become_sandbox_user(lb_error *err);
+int lb_caps_drop_all(lb_error *err);
+
+/* Closes every fd >= 3 except those listed. */
+void lb_close_fds_except(const int *keep, size_t n);
+
+/* Writes all of buf (retrying on EINTR/short writes). */
+int lb_write_all(int fd, const void *buf, size_t len);
+ssize_t lb_read_full(int fd, void *buf, size_t len);
+int lb_write_string_file(const char *path, const char *s);
+
+/* Opens `path` (inside the jail) beneath `dirfd` without following any symlink or "..". */
+int lb_open_beneath(int dirfd, const char *path, int flags, unsigned mode);
+/* Creates the parent directories of `path` beneath dirfd, without following symlinks. */
+int lb_mkdirs_beneath(int dirfd, const char *path, unsigned mode);
+
+/* ---- cgroups (limits.c) ---- */
+typedef struct lb_cgroup {
+	int version;        /* 0: none */
+	char mem_dir[256];  /* per-run directories, "" when not used */
+	char pids_dir[256];
+	int procs_fd[2];    /* cgroup.procs of each, for the child to join */
+} lb_cgroup;
+
+int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err);
+/* After the run: did the memory or pids limit fire, and the peak memory. */
+void lb_cgroup_read(const lb_cgroup *cg, bool *oom, bool *pids_max, uint64_t *peak);
+void lb_cgroup_destroy(lb_cgroup *cg);
+/* Which cgroup setup this host offers (version 0 when none we may write to). */
+int lb_cgroup_detect(bool *memory, bool *pids, char *note, size_t note_len);
+/* Sets rlimits for the program; the memory limit goes to RLIMIT_AS when no cgroup enforces it. */
+int lb_apply_rlimits(const lb_limits *lim, bool memory_in_cgroup, lb_error *err);
+
+/* seccomp.c */
+int lb_filter_load(const lb_filter *f, lb_error *err);
+
+#endif

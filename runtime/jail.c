@@ -1,0 +1,482 @@
+/* The jail: namespaces and the filesystem the sandboxed program sees.
+ *
+ * lb_jail_open forks a setup child (K0) that creates new user, mount, network, uts, ipc, cgroup and
+ * pid namespaces; the caller writes its uid/gid maps; K0 forks K1, pid 1 of the new pid namespace,
+ * which builds the root filesystem (it must be in a new pid namespace to mount a /proc, which later
+ * runs need as proof that /proc may be mounted). The caller then opens the namespace files and the
+ * setup processes exit. The jail lives on as those fds: no daemon, no keeper process, and if the
+ * caller dies the kernel frees everything.
+ *
+ * Root filesystem (the bubblewrap recipe): a tmpfs staging area, pivot_root into it with the host
+ * root kept at /oldroot, build /newroot from bind mounts of /oldroot, pivot into /newroot and
+ * detach the old root entirely, then make / read-only. Only /sandbox, /tmp and /dev/shm are
+ * writable, and each is a size-limited tmpfs of this jail.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#define STAGE "/tmp"
+#define NEWROOT "/newroot"
+#define OLDROOT "/oldroot"
+
+static int set_mount_attr(const char *path, bool recursive, uint64_t set)
+{
+	struct mount_attr attr = {.attr_set = set};
+	return mount_setattr(AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &attr, sizeof attr);
+}
+
+/* mkdir -p for paths inside the new root (which only we can write during setup). */
+static int mkpath(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+		return errno = ENAMETOOLONG, -1;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+static int touch_file(const char *path)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkpath(dir, 0755) < 0)
+			return -1;
+	}
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+static int write_new_file(const char *path, const char *content)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	int r = lb_write_all(fd, content, strlen(content));
+	close(fd);
+	return r;
+}
+
+/* Bind-mounts host path `src` (already resolved, under /oldroot) at `dst` under /newroot,
+ * read-only, nosuid, nodev, recursively (a submount of a read-only tree must not stay
+ * writable). */
+static void bind_ro(int report, const char *src, const char *dst, bool is_dir)
+{
+	char target[PATH_MAX];
+	snprintf(target, sizeof target, NEWROOT "%s", dst);
+	if ((is_dir ? mkpath(target, 0755) : touch_file(target)) < 0)
+		lb_child_fail(report, errno, "creating mount point %s", dst);
+	if (mount(src, target, NULL, MS_BIND | MS_REC, NULL) < 0)
+		lb_child_fail(report, errno, "bind-mounting %s at %s", src + strlen(OLDROOT), dst);
+	if (set_mount_attr(target, true, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV) <
+	    0)
+		lb_child_fail(report, errno,
+			      "making %s read-only (mount_setattr needs Linux >= 5.12)", dst);
+}
+
+static void mount_tmpfs(int report, const char *path, const char *opts, unsigned long flags)
+{
+	if (mkpath(path, 0755) < 0)
+		lb_child_fail(report, errno, "mkdir %s", path);
+	if (mount("tmpfs", path, "tmpfs", flags, opts) < 0)
+		lb_child_fail(report, errno, "mounting tmpfs at %s (%s)", path, opts);
+}
+
+static void loopback_up(int report)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		lb_child_fail(report, errno, "socket for loopback setup");
+	struct ifreq ifr = {0};
+	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		lb_child_fail(report, errno, "SIOCGIFFLAGS lo");
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		lb_child_fail(report, errno, "bringing loopback up");
+	close(s);
+}
+
+/* Merged-/usr hosts have /bin -> usr/bin etc.: recreate those links; on other hosts bind the
+ * directories read-only. */
+static void top_level_links(int report)
+{
+	static const char *const tops[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+	for (size_t i = 0; i < sizeof tops / sizeof tops[0]; i++) {
+		char host[PATH_MAX], inside[PATH_MAX], link[PATH_MAX];
+		snprintf(host, sizeof host, OLDROOT "%s", tops[i]);
+		snprintf(inside, sizeof inside, NEWROOT "%s", tops[i]);
+		struct stat st;
+		if (lstat(host, &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n = readlink(host, link, sizeof link - 1);
+			if (n < 0)
+				lb_child_fail(report, errno, "readlink %s", tops[i]);
+			link[n] = '\0';
+			if (symlink(link, inside) < 0 && errno != EEXIST)
+				lb_child_fail(report, errno, "symlink %s", tops[i]);
+		} else if (S_ISDIR(st.st_mode)) {
+			bind_ro(report, host, tops[i], true);
+		}
+	}
+}
+
+static void setup_dev(int report, const char *shm_opts)
+{
+	static const char *const nodes[] = {"null", "zero", "full", "random", "urandom"};
+	mount_tmpfs(report, NEWROOT "/dev", "mode=0755,size=64k", MS_NOSUID | MS_NOEXEC);
+	for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+		char src[64], dst[64];
+		snprintf(src, sizeof src, OLDROOT "/dev/%s", nodes[i]);
+		snprintf(dst, sizeof dst, NEWROOT "/dev/%s", nodes[i]);
+		if (touch_file(dst) < 0)
+			lb_child_fail(report, errno, "creating /dev/%s", nodes[i]);
+		/* A bind of the host's node: device nodes cannot be created in a user namespace. */
+		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+			lb_child_fail(report, errno, "bind-mounting /dev/%s", nodes[i]);
+		if (set_mount_attr(dst, false, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC) < 0)
+			lb_child_fail(report, errno, "securing /dev/%s", nodes[i]);
+	}
+	static const char *const links[][2] = {{"/proc/self/fd", "fd"},
+					       {"/proc/self/fd/0", "stdin"},
+					       {"/proc/self/fd/1", "stdout"},
+					       {"/proc/self/fd/2", "stderr"}};
+	for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+		char dst[64];
+		snprintf(dst, sizeof dst, NEWROOT "/dev/%s", links[i][1]);
+		if (symlink(links[i][0], dst) < 0)
+			lb_child_fail(report, errno, "symlink /dev/%s", links[i][1]);
+	}
+	mount_tmpfs(report, NEWROOT "/dev/shm", shm_opts, MS_NOSUID | MS_NODEV);
+	if (set_mount_attr(NEWROOT "/dev", false, MOUNT_ATTR_RDONLY) < 0)
+		lb_child_fail(report, errno, "making /dev read-only");
+}
+
+static void write_etc(int report, const char *hostname)
+{
+	char hosts[512];
+	snprintf(hosts, sizeof hosts, "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost\n",
+		 hostname);
+	const struct {
+		const char *name, *content;
+	} files[] = {
+		{"passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+			   "sandbox:x:1000:1000:sandbox:/sandbox:/bin/sh\n"
+			   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+		{"group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"},
+		{"hosts", hosts},
+		{"nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
+		{"hostname", hostname},
+	};
+	if (mkpath(NEWROOT "/etc", 0755) < 0)
+		lb_child_fail(report, errno, "mkdir /etc");
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		char path[128];
+		snprintf(path, sizeof path, NEWROOT "/etc/%s", files[i].name);
+		if (write_new_file(path, files[i].content) < 0)
+			lb_child_fail(report, errno, "writing /etc/%s", files[i].name);
+	}
+}
+
+/* K1: pid 1 of the setup pid namespace; builds the root filesystem. Never returns. */
+static void build_root(int report, int sync, const lb_jail_config *cfg)
+{
+	const char *hostname = cfg->hostname ? cfg->hostname : "llmbox";
+
+	/* Resolve bind sources in the host's view before the root moves: an absolute symlink such
+	 * as /etc/localtime -> /usr/share/zoneinfo/... would otherwise resolve against the staging
+	 * root. */
+	char (*src)[PATH_MAX] = calloc(cfg->n_ro ? cfg->n_ro : 1, PATH_MAX);
+	bool *is_dir = calloc(cfg->n_ro ? cfg->n_ro : 1, sizeof(bool));
+	if (!src || !is_dir)
+		lb_child_fail(report, ENOMEM, "out of memory");
+	for (size_t i = 0; i < cfg->n_ro; i++) {
+		char real[PATH_MAX];
+		struct stat st;
+		if (!realpath(cfg->ro[i].src, real) || stat(real, &st) < 0) {
+			if (cfg->ro[i].optional && errno == ENOENT) {
+				src[i][0] = '\0';
+				continue;
+			}
+			lb_child_fail(report, errno,
+				      "read-only path %s is not available on this host (remove it from "
+				      "the policy's filesystem.ro or mark it optional)",
+				      cfg->ro[i].src);
+		}
+		if (snprintf(src[i], PATH_MAX, OLDROOT "%s", real) >= PATH_MAX)
+			lb_child_fail(report, ENAMETOOLONG, "path %s", real);
+		is_dir[i] = S_ISDIR(st.st_mode);
+	}
+
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		lb_child_fail(report, errno, "making mounts private");
+	if (mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
+		lb_child_fail(report, errno, "mounting the staging tmpfs");
+	if (mkdir(STAGE NEWROOT, 0755) < 0 || mkdir(STAGE OLDROOT, 0755) < 0)
+		lb_child_fail(report, errno, "staging directories");
+	if (syscall(SYS_pivot_root, STAGE, STAGE OLDROOT) < 0)
+		lb_child_fail(report, errno, "pivot_root into the staging area");
+	if (chdir("/") < 0)
+		lb_child_fail(report, errno, "chdir /");
+
+	mount_tmpfs(report, NEWROOT, "mode=0755,size=4m", MS_NOSUID | MS_NODEV);
+	top_level_links(report);
+	write_etc(report, hostname);
+	for (size_t i = 0; i < cfg->n_ro; i++)
+		if (src[i][0])
+			bind_ro(report, src[i], cfg->ro[i].dst, is_dir[i]);
+
+	char opts[128];
+	snprintf(opts, sizeof opts, "mode=0755,uid=%d,gid=%d,size=%llu", LB_SANDBOX_UID,
+		 LB_SANDBOX_GID, (unsigned long long)cfg->workspace_size);
+	mount_tmpfs(report, NEWROOT "/sandbox", opts, MS_NOSUID | MS_NODEV);
+	char tmp_opts[128];
+	snprintf(tmp_opts, sizeof tmp_opts, "mode=1777,size=%llu",
+		 (unsigned long long)cfg->tmp_size);
+	mount_tmpfs(report, NEWROOT "/tmp", tmp_opts, MS_NOSUID | MS_NODEV);
+	setup_dev(report, tmp_opts);
+
+	/* This /proc belongs to the setup pid namespace and goes empty when K1 exits; each run mounts
+	 * its own on top. Mounting it now, while the host's /proc is still reachable, is what lets
+	 * the kernel allow those later mounts. */
+	if (mkpath(NEWROOT "/proc", 0555) < 0 ||
+	    mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		lb_child_fail(report, errno, "mounting /proc");
+
+	if (sethostname(hostname, strlen(hostname)) < 0 || setdomainname("llmbox", 6) < 0)
+		lb_child_fail(report, errno, "setting the hostname");
+	loopback_up(report);
+
+	if (chdir(NEWROOT) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
+		lb_child_fail(report, errno, "pivot_root into the new root");
+	/* The old root is now stacked on top of the new one: detach it and everything below it
+	 * (the host's whole tree) from this namespace for good. */
+	if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		lb_child_fail(report, errno, "detaching the host's root");
+	if (set_mount_attr("/", false, MOUNT_ATTR_RDONLY) < 0)
+		lb_child_fail(report, errno, "making / read-only");
+
+	free(src);
+	free(is_dir);
+	lb_child_progress(report, 'r');
+	/* Stay until the caller has opened the namespace files. */
+	char c;
+	while (read(sync, &c, 1) < 0 && errno == EINTR)
+		;
+	_exit(0);
+}
+
+static int write_maps(pid_t pid, uid_t host_uid, gid_t host_gid, lb_error *err)
+{
+	char path[64], map[64];
+	snprintf(path, sizeof path, "/proc/%d/setgroups", (int)pid);
+	if (lb_write_string_file(path, "deny") < 0 && errno != ENOENT)
+		return lb_fail(err, errno, "writing %s", path);
+	snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
+	snprintf(map, sizeof map, "%d %u 1\n", LB_SANDBOX_GID, (unsigned)host_gid);
+	if (lb_write_string_file(path, map) < 0)
+		return lb_fail(err, errno, "writing %s (%s)", path, map);
+	snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
+	snprintf(map, sizeof map, "%d %u 1\n", LB_SANDBOX_UID, (unsigned)host_uid);
+	if (lb_write_string_file(path, map) < 0)
+		return lb_fail(err, errno, "writing %s (%s)", path, map);
+	return 0;
+}
+
+static int open_ns(pid_t pid, const char *name, bool optional, lb_error *err)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)pid, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && !(optional && errno == ENOENT))
+		return lb_fail(err, errno, "opening %s", path);
+	return fd;
+}
+
+lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err)
+{
+	int report[2] = {-1, -1}, sync[2] = {-1, -1};
+	lb_jail *j = calloc(1, sizeof *j);
+	if (!j) {
+		lb_fail(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	j->userns = j->mntns = j->netns = j->utsns = j->cgroupns = -1;
+	bool root = geteuid() == 0;
+	j->host_uid = root ? cfg->host_uid : geteuid();
+	j->host_gid = root ? cfg->host_gid : getegid();
+	if (root && j->host_uid == 0) {
+		lb_fail(err, EINVAL, "refusing to map the sandbox user to host root (host_uid = 0)");
+		goto fail;
+	}
+	if (pipe2(report, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0) {
+		lb_fail(err, errno, "pipe2");
+		goto fail;
+	}
+	pid_t parent = getpid();
+	pid_t k0 = fork();
+	if (k0 < 0) {
+		lb_fail(err, errno, "fork");
+		goto fail;
+	}
+	if (k0 == 0) {
+		close(report[0]);
+		close(sync[1]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		int keep[] = {report[1], sync[0]};
+		lb_close_fds_except(keep, 2);
+		if (root && setgroups(0, NULL) < 0)
+			lb_child_fail(report[1], errno, "setgroups");
+		int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS |
+			    CLONE_NEWIPC | CLONE_NEWPID;
+		if (unshare(flags | CLONE_NEWCGROUP) < 0 && unshare(flags) < 0)
+			lb_child_fail(report[1], errno,
+				      "creating namespaces (are user namespaces enabled? see "
+				      "`llmbox doctor`)");
+		lb_child_progress(report[1], 'u');
+		char c;
+		if (read(sync[0], &c, 1) != 1) /* maps written */
+			_exit(127);
+		/* Become the mapped sandbox ids (capabilities in the new namespace stay): files made
+		 * on this jail's tmpfs need an owner that exists inside it. */
+		if (setresgid(LB_SANDBOX_GID, LB_SANDBOX_GID, LB_SANDBOX_GID) < 0 ||
+		    setresuid(LB_SANDBOX_UID, LB_SANDBOX_UID, LB_SANDBOX_UID) < 0)
+			lb_child_fail(report[1], errno, "switching to the sandbox ids");
+		pid_t k1 = fork();
+		if (k1 < 0)
+			lb_child_fail(report[1], errno, "fork into the new pid namespace");
+		if (k1 == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			build_root(report[1], sync[0], cfg);
+		}
+		close(report[1]);
+		int st;
+		while (waitpid(k1, &st, 0) < 0 && errno == EINTR)
+			;
+		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
+	}
+	close(report[1]);
+	report[1] = -1;
+	close(sync[0]);
+	sync[0] = -1;
+
+	/* The report pipe carries lb_error records: progress ("u": namespaces made, "r": root
+	 * built) with code LB_PROGRESS, or one failure, after which the child exits. */
+	lb_error rec;
+	if (!lb_read_report(report[0], &rec)) {
+		lb_fail(err, EIO, "jail setup child died without a report");
+		goto reap;
+	}
+	if (rec.code != LB_PROGRESS || rec.msg[0] != 'u')
+		goto child_failed;
+	if (write_maps(k0, j->host_uid, j->host_gid, err) < 0)
+		goto reap;
+	(void)lb_write_all(sync[1], "m", 1);
+	if (!lb_read_report(report[0], &rec)) {
+		lb_fail(err, EIO, "jail setup child died without a report");
+		goto reap;
+	}
+	if (rec.code != LB_PROGRESS || rec.msg[0] != 'r')
+		goto child_failed;
+	if ((j->userns = open_ns(k0, "user", false, err)) < 0 ||
+	    (j->mntns = open_ns(k0, "mnt", false, err)) < 0 ||
+	    (j->netns = open_ns(k0, "net", false, err)) < 0 ||
+	    (j->utsns = open_ns(k0, "uts", false, err)) < 0)
+		goto reap;
+	j->cgroupns = open_ns(k0, "cgroup", true, NULL);
+	close(sync[1]);
+	close(report[0]);
+	while (waitpid(k0, NULL, 0) < 0 && errno == EINTR)
+		;
+	return j;
+child_failed:
+	if (err)
+		*err = rec;
+reap:
+	if (sync[1] >= 0)
+		close(sync[1]);
+	sync[1] = -1;
+	kill(k0, SIGKILL);
+	while (waitpid(k0, NULL, 0) < 0 && errno == EINTR)
+		;
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (report[i] >= 0)
+			close(report[i]);
+		if (sync[i] >= 0)
+			close(sync[i]);
+	}
+	lb_jail_close(j);
+	return NULL;
+}
+
+void lb_jail_close(lb_jail *j)
+{
+	if (!j)
+		return;
+	int *fds[] = {&j->userns, &j->mntns, &j->netns, &j->utsns, &j->cgroupns};
+	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+	free(j);
+}
+
+int lb_jail_enter(const lb_jail *j, lb_error *err)
+{
+	if (geteuid() == 0 && setgroups(0, NULL) < 0)
+		return lb_fail(err, errno, "setgroups");
+	/* User namespace first: joining it grants the capabilities needed to join the others. */
+	if (setns(j->userns, CLONE_NEWUSER) < 0)
+		return lb_fail(err, errno, "joining the jail's user namespace");
+	if (setns(j->mntns, CLONE_NEWNS) < 0)
+		return lb_fail(err, errno, "joining the jail's mount namespace");
+	if (setns(j->netns, CLONE_NEWNET) < 0)
+		return lb_fail(err, errno, "joining the jail's network namespace");
+	if (setns(j->utsns, CLONE_NEWUTS) < 0)
+		return lb_fail(err, errno, "joining the jail's uts namespace");
+	if (j->cgroupns >= 0 && setns(j->cgroupns, CLONE_NEWCGROUP) < 0)
+		return lb_fail(err, errno, "joining the jail's cgroup namespace");
+	return 0;
+}
+
+size_t lb_jail_keep_fds(const lb_jail *j, int *keep, size_t n)
+{
+	const int fds[] = {j->userns, j->mntns, j->netns, j->utsns, j->cgroupns};
+	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+		if (fds[i] >= 0)
+			keep[n++] = fds[i];
+	return n;
+}

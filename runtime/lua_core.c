@@ -1,0 +1,479 @@
+/* llmbox.core: the Lua binding of the C core. Small primitives only; lua/llmbox builds the
+ * friendly API on top (the Neovim way).
+ *
+ *   core.backends()                    -> { native = { pool = true, ... }, ... }
+ *   core.open(backend, cfg)            -> session | nil, err, errno_name
+ *   session:run(spec)                  -> result | nil, err, errno_name
+ *   session:copy_in(host_path, path [, mode])   -> true | nil, err
+ *   session:copy_out(path, host_path [, max])   -> true | nil, err
+ *   session:close()
+ *   core.probe()                       -> table (for `llmbox doctor`)
+ *   core.syscall_number(name)          -> number | nil
+ *   core.ioctl_number(name)            -> number | nil
+ *
+ * Caller mistakes (wrong types) raise errors; failures of the sandbox return nil, err.
+ */
+#define _GNU_SOURCE
+#include "../backends/backend.h"
+#include "internal.h"
+
+#include <fcntl.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <string.h>
+
+#define SESSION_MT "llmbox.core.session"
+
+typedef struct lsession {
+	const lb_backend *backend;
+	void *handle;
+} lsession;
+
+static const lb_backend *find_backend(const char *name)
+{
+	for (const lb_backend *const *b = lb_backends; *b; b++)
+		if (strcmp((*b)->name, name) == 0)
+			return *b;
+	return NULL;
+}
+
+static int push_error(lua_State *L, const lb_error *e)
+{
+	lua_pushnil(L);
+	lua_pushstring(L, e->msg);
+	if (e->code > 0)
+		lua_pushstring(L, strerrorname_np(e->code) ? strerrorname_np(e->code) : "EIO");
+	else
+		lua_pushstring(L, "EINVAL");
+	return 3;
+}
+
+/* ---- reading config tables ---- */
+
+static double opt_number(lua_State *L, int t, const char *key, double def)
+{
+	lua_getfield(L, t, key);
+	double v = def;
+	if (!lua_isnil(L, -1)) {
+		if (!lua_isnumber(L, -1))
+			luaL_error(L, "%s: expected a number, got %s", key, luaL_typename(L, -1));
+		v = lua_tonumber(L, -1);
+		if (v < 0)
+			luaL_error(L, "%s: expected a non-negative number", key);
+	}
+	lua_pop(L, 1);
+	return v;
+}
+
+static const char *opt_string(lua_State *L, int t, const char *key, const char *def)
+{
+	lua_getfield(L, t, key);
+	const char *v = def;
+	if (!lua_isnil(L, -1)) {
+		if (lua_type(L, -1) != LUA_TSTRING)
+			luaL_error(L, "%s: expected a string, got %s", key, luaL_typename(L, -1));
+		v = lua_tostring(L, -1);
+	}
+	lua_pop(L, 1); /* the string stays alive: it is referenced by the table */
+	return v;
+}
+
+static bool opt_bool(lua_State *L, int t, const char *key, bool def)
+{
+	lua_getfield(L, t, key);
+	bool v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	return v;
+}
+
+/* An array of strings from t[key] as a NULL-terminated vector in a userdata (freed by the GC).
+ * Leaves the userdata on the stack. */
+static const char **string_array(lua_State *L, int t, const char *key, size_t *n_out)
+{
+	lua_getfield(L, t, key);
+	int arr = lua_gettop(L);
+	size_t n = lua_istable(L, arr) ? lua_objlen(L, arr) : 0;
+	if (!lua_isnil(L, arr) && !lua_istable(L, arr))
+		luaL_error(L, "%s: expected an array of strings, got %s", key,
+			   luaL_typename(L, arr));
+	const char **v = lua_newuserdata(L, (n + 1) * sizeof *v);
+	for (size_t i = 0; i < n; i++) {
+		lua_rawgeti(L, arr, (int)i + 1);
+		if (lua_type(L, -1) != LUA_TSTRING)
+			luaL_error(L, "%s[%d]: expected a string, got %s", key, (int)i + 1,
+				   luaL_typename(L, -1));
+		v[i] = lua_tostring(L, -1);
+		size_t len;
+		lua_tolstring(L, -1, &len);
+		if (strlen(v[i]) != len)
+			luaL_error(L, "%s[%d]: contains a NUL byte", key, (int)i + 1);
+		lua_pop(L, 1);
+	}
+	v[n] = NULL;
+	lua_remove(L, arr); /* the table stays referenced by t */
+	if (n_out)
+		*n_out = n;
+	return v;
+}
+
+static void read_limits(lua_State *L, int t, lb_limits *lim)
+{
+	memset(lim, 0, sizeof *lim);
+	lua_getfield(L, t, "limits");
+	if (lua_istable(L, -1)) {
+		int l = lua_gettop(L);
+		lim->timeout = opt_number(L, l, "timeout", 0);
+		lim->cpu = opt_number(L, l, "cpu", 0);
+		lim->memory = (uint64_t)opt_number(L, l, "memory", 0);
+		lim->processes = (uint64_t)opt_number(L, l, "processes", 0);
+		lim->open_files = (uint64_t)opt_number(L, l, "open_files", 0);
+		lim->file_size = (uint64_t)opt_number(L, l, "file_size", 0);
+		lim->output = (uint64_t)opt_number(L, l, "output", 0);
+	}
+	lua_pop(L, 1);
+}
+
+/* core.open(backend, cfg) */
+static int l_open(lua_State *L)
+{
+	const char *name = luaL_checkstring(L, 1);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	const lb_backend *b = find_backend(name);
+	if (!b) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "backend \"%s\" is not available in this build (have: native)",
+				name);
+		lua_pushstring(L, "ENOENT");
+		return 3;
+	}
+	lb_open_config cfg = {0};
+	cfg.jail.workspace_size = (uint64_t)opt_number(L, 2, "workspace", 256 << 20);
+	cfg.jail.tmp_size = (uint64_t)opt_number(L, 2, "tmp", 64 << 20);
+	cfg.jail.hostname = opt_string(L, 2, "hostname", "llmbox");
+	cfg.jail.host_uid = (uid_t)opt_number(L, 2, "host_uid", 65534);
+	cfg.jail.host_gid = (gid_t)opt_number(L, 2, "host_gid", 65534);
+
+	lua_getfield(L, 2, "ro");
+	int ro = lua_gettop(L);
+	size_t n_ro = lua_istable(L, ro) ? lua_objlen(L, ro) : 0;
+	lb_mount *mounts = lua_newuserdata(L, (n_ro ? n_ro : 1) * sizeof *mounts);
+	for (size_t i = 0; i < n_ro; i++) {
+		lua_rawgeti(L, ro, (int)i + 1);
+		int m = lua_gettop(L);
+		luaL_argcheck(L, lua_istable(L, m), 2, "ro entries must be tables {src=, dst=}");
+		mounts[i].src = opt_string(L, m, "src", NULL);
+		mounts[i].dst = opt_string(L, m, "dst", mounts[i].src);
+		mounts[i].optional = opt_bool(L, m, "optional", false);
+		if (!mounts[i].src || mounts[i].src[0] != '/' || !mounts[i].dst ||
+		    mounts[i].dst[0] != '/')
+			luaL_error(L, "ro[%d]: src and dst must be absolute paths", (int)i + 1);
+		lua_pop(L, 1);
+	}
+	cfg.jail.ro = mounts;
+	cfg.jail.n_ro = n_ro;
+
+	lua_getfield(L, 2, "syscalls");
+	int sc = lua_gettop(L);
+	lb_syscall_policy *sp = &cfg.syscalls;
+	sp->default_allow = true;
+	sp->deny_namespace_clone = true;
+	size_t n_ioctl = 0;
+	unsigned long *ioctls = NULL;
+	if (lua_istable(L, sc)) {
+		const char *def = opt_string(L, sc, "default", "allow");
+		sp->default_allow = strcmp(def, "deny") != 0;
+		const char *action = opt_string(L, sc, "action", "errno");
+		sp->kill = strcmp(action, "kill") == 0;
+		sp->deny_namespace_clone = opt_bool(L, sc, "deny_namespace_clone", true);
+		sp->deny = string_array(L, sc, "deny", &sp->n_deny);
+		sp->allow = string_array(L, sc, "allow", &sp->n_allow);
+		const char **names = string_array(L, sc, "deny_ioctls", &n_ioctl);
+		ioctls = lua_newuserdata(L, (n_ioctl ? n_ioctl : 1) * sizeof *ioctls);
+		for (size_t i = 0; i < n_ioctl; i++)
+			if (!(ioctls[i] = lb_ioctl_number(names[i])))
+				return luaL_error(L, "syscalls.deny_ioctls: unknown ioctl \"%s\"",
+						  names[i]);
+	}
+	sp->deny_ioctls = ioctls;
+	sp->n_deny_ioctls = n_ioctl;
+
+	lsession *s = lua_newuserdata(L, sizeof *s);
+	s->backend = b;
+	s->handle = NULL;
+	luaL_getmetatable(L, SESSION_MT);
+	lua_setmetatable(L, -2);
+	lb_error err = {0};
+	s->handle = b->open(&cfg, &err);
+	if (!s->handle)
+		return push_error(L, &err);
+	return 1;
+}
+
+static lsession *check_session(lua_State *L)
+{
+	lsession *s = luaL_checkudata(L, 1, SESSION_MT);
+	if (!s->handle)
+		luaL_error(L, "session is closed");
+	return s;
+}
+
+struct out_ctx {
+	lua_State *L;
+	int on_stdout, on_stderr; /* stack indices, 0 when absent */
+	char errmsg[512];
+};
+
+static int on_output(void *ud, enum lb_stream stream, const char *buf, size_t len)
+{
+	struct out_ctx *c = ud;
+	int fn = stream == LB_STDOUT ? c->on_stdout : c->on_stderr;
+	if (!fn)
+		return 0;
+	lua_pushvalue(c->L, fn);
+	lua_pushlstring(c->L, buf, len);
+	if (lua_pcall(c->L, 1, 0, 0) != 0) {
+		snprintf(c->errmsg, sizeof c->errmsg, "%s callback failed: %s",
+			 stream == LB_STDOUT ? "on_stdout" : "on_stderr", lua_tostring(c->L, -1));
+		lua_pop(c->L, 1);
+		return 1;
+	}
+	return 0;
+}
+
+/* session:run{ argv=, env=, cwd=, stdin=, files=, limits=, on_stdout=, on_stderr= } */
+static int l_run(lua_State *L)
+{
+	lsession *s = check_session(L);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	lb_run_spec spec = {0};
+	size_t argc;
+	spec.argv = string_array(L, 2, "argv", &argc);
+	if (argc == 0)
+		return luaL_error(L, "argv: expected a non-empty array of strings");
+	spec.envp = string_array(L, 2, "env", NULL);
+	spec.cwd = opt_string(L, 2, "cwd", NULL);
+	lua_getfield(L, 2, "stdin");
+	if (!lua_isnil(L, -1)) {
+		if (lua_type(L, -1) != LUA_TSTRING)
+			return luaL_error(L, "stdin: expected a string");
+		spec.stdin_data = lua_tolstring(L, -1, &spec.stdin_len);
+	}
+	lua_pop(L, 1);
+
+	lua_getfield(L, 2, "files");
+	int ft = lua_gettop(L);
+	size_t nf = lua_istable(L, ft) ? lua_objlen(L, ft) : 0;
+	lb_file *files = lua_newuserdata(L, (nf ? nf : 1) * sizeof *files);
+	for (size_t i = 0; i < nf; i++) {
+		lua_rawgeti(L, ft, (int)i + 1);
+		int f = lua_gettop(L);
+		if (!lua_istable(L, f))
+			return luaL_error(L, "files[%d]: expected {path=, data=}", (int)i + 1);
+		files[i].path = opt_string(L, f, "path", NULL);
+		lua_getfield(L, f, "data");
+		if (!files[i].path || files[i].path[0] != '/' || lua_type(L, -1) != LUA_TSTRING)
+			return luaL_error(L, "files[%d]: needs an absolute path and string data",
+					  (int)i + 1);
+		files[i].data = lua_tolstring(L, -1, &files[i].len);
+		lua_pop(L, 1);
+		files[i].mode = (unsigned)opt_number(L, f, "mode", 0644);
+		lua_pop(L, 1);
+	}
+	spec.files = files;
+	spec.n_files = nf;
+	read_limits(L, 2, &spec.limits);
+
+	struct out_ctx ctx = {.L = L};
+	lua_getfield(L, 2, "on_stdout");
+	if (lua_isfunction(L, -1))
+		ctx.on_stdout = lua_gettop(L);
+	lua_getfield(L, 2, "on_stderr");
+	if (lua_isfunction(L, -1))
+		ctx.on_stderr = lua_gettop(L);
+	spec.on_output = on_output;
+	spec.ud = &ctx;
+
+	lb_result res;
+	lb_error err = {0};
+	if (s->backend->run(s->handle, &spec, &res, &err) < 0) {
+		if (ctx.errmsg[0])
+			snprintf(err.msg, sizeof err.msg, "%s", ctx.errmsg);
+		return push_error(L, &err);
+	}
+	lua_createtable(L, 0, 12);
+	lua_pushinteger(L, res.exit_code);
+	lua_setfield(L, -2, "exit_code");
+	if (res.signal) {
+		lua_pushinteger(L, res.signal);
+		lua_setfield(L, -2, "signal");
+	}
+	const char *limit = lb_limit_name(res.limit);
+	if (limit) {
+		lua_pushstring(L, limit);
+		lua_setfield(L, -2, "limit");
+	}
+	lua_pushboolean(L, res.limit == LB_LIMIT_TIMEOUT);
+	lua_setfield(L, -2, "timed_out");
+	lua_pushboolean(L, res.truncated);
+	lua_setfield(L, -2, "truncated");
+	lua_pushnumber(L, res.duration_ms);
+	lua_setfield(L, -2, "duration_ms");
+	lua_pushnumber(L, res.cpu_ms);
+	lua_setfield(L, -2, "cpu_ms");
+	lua_pushnumber(L, (double)res.max_rss);
+	lua_setfield(L, -2, "max_rss");
+	lua_pushlstring(L, res.out, res.out_len);
+	lua_setfield(L, -2, "stdout");
+	lua_pushlstring(L, res.err, res.err_len);
+	lua_setfield(L, -2, "stderr");
+	lb_result_free(&res);
+	return 1;
+}
+
+static int l_copy(lua_State *L, bool in)
+{
+	lsession *s = check_session(L);
+	const char *a = luaL_checkstring(L, 2);
+	const char *b = luaL_checkstring(L, 3);
+	const char *host = in ? a : b, *path = in ? b : a;
+	lb_error err = {0};
+	int fd = in ? open(host, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+		    : open(host, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
+	if (fd < 0) {
+		lb_fail(&err, errno, "%s %s: %s", in ? "reading" : "writing", host, strerror(errno));
+		return push_error(L, &err);
+	}
+	int r = in ? s->backend->copy_in(s->handle, path, fd, (unsigned)luaL_optinteger(L, 4, 0644),
+					 &err)
+		   : s->backend->copy_out(s->handle, path, fd,
+					  (uint64_t)luaL_optnumber(L, 4, 0), &err);
+	close(fd);
+	if (r < 0) {
+		if (!in)
+			unlink(host); /* do not leave a half-written file behind */
+		return push_error(L, &err);
+	}
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int l_copy_in(lua_State *L)
+{
+	return l_copy(L, true);
+}
+
+static int l_copy_out(lua_State *L)
+{
+	return l_copy(L, false);
+}
+
+static int l_close(lua_State *L)
+{
+	lsession *s = luaL_checkudata(L, 1, SESSION_MT);
+	if (s->handle) {
+		s->backend->close(s->handle);
+		s->handle = NULL;
+	}
+	return 0;
+}
+
+static int l_closed(lua_State *L)
+{
+	lsession *s = luaL_checkudata(L, 1, SESSION_MT);
+	lua_pushboolean(L, s->handle == NULL);
+	return 1;
+}
+
+static int l_backends(lua_State *L)
+{
+	lua_newtable(L);
+	for (const lb_backend *const *b = lb_backends; *b; b++) {
+		lua_newtable(L);
+		static const struct {
+			unsigned cap;
+			const char *name;
+		} caps[] = {{LB_CAP_POOL, "pool"},
+			    {LB_CAP_PERSISTENT_WORKSPACE, "persistent_workspace"},
+			    {LB_CAP_NETWORK_POLICY, "network_policy"},
+			    {LB_CAP_SECCOMP, "seccomp"},
+			    {LB_CAP_IMAGES, "images"}};
+		for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+			lua_pushboolean(L, ((*b)->caps & caps[i].cap) != 0);
+			lua_setfield(L, -2, caps[i].name);
+		}
+		lua_setfield(L, -2, (*b)->name);
+	}
+	return 1;
+}
+
+static int l_probe(lua_State *L)
+{
+	lb_probe p;
+	lb_probe_host(&p);
+	lua_newtable(L);
+#define BOOL(f)                                                                                    \
+	lua_pushboolean(L, p.f);                                                                   \
+	lua_setfield(L, -2, #f)
+#define STR(f)                                                                                     \
+	lua_pushstring(L, p.f);                                                                    \
+	lua_setfield(L, -2, #f)
+	BOOL(is_root);
+	BOOL(userns);
+	STR(userns_error);
+	BOOL(seccomp);
+	BOOL(mount_setattr);
+	BOOL(openat2);
+	BOOL(cgroup_memory);
+	BOOL(cgroup_pids);
+	STR(cgroup_note);
+	STR(kernel);
+	lua_pushinteger(L, p.cgroup_version);
+	lua_setfield(L, -2, "cgroup_version");
+	return 1;
+}
+
+static int l_syscall_number(lua_State *L)
+{
+	int nr = lb_syscall_number(luaL_checkstring(L, 1));
+	if (nr < 0)
+		lua_pushnil(L);
+	else
+		lua_pushinteger(L, nr);
+	return 1;
+}
+
+static int l_ioctl_number(lua_State *L)
+{
+	unsigned long nr = lb_ioctl_number(luaL_checkstring(L, 1));
+	if (!nr)
+		lua_pushnil(L);
+	else
+		lua_pushnumber(L, (double)nr);
+	return 1;
+}
+
+int luaopen_llmbox_core(lua_State *L)
+{
+	static const luaL_Reg session_methods[] = {
+		{"run", l_run},	    {"copy_in", l_copy_in}, {"copy_out", l_copy_out},
+		{"close", l_close}, {"closed", l_closed},   {NULL, NULL}};
+	static const luaL_Reg funcs[] = {{"open", l_open},
+					 {"backends", l_backends},
+					 {"probe", l_probe},
+					 {"syscall_number", l_syscall_number},
+					 {"ioctl_number", l_ioctl_number},
+					 {NULL, NULL}};
+	if (luaL_newmetatable(L, SESSION_MT)) {
+		lua_newtable(L);
+		luaL_register(L, NULL, session_methods);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, l_close);
+		lua_setfield(L, -2, "__gc");
+	}
+	lua_pop(L, 1);
+	lua_newtable(L);
+	luaL_register(L, NULL, funcs);
+	lua_pushstring(L, LLMBOX_VERSION);
+	lua_setfield(L, -2, "VERSION");
+	return 1;
+}

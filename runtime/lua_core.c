@@ -10,6 +10,7 @@
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
  *   core.ioctl_number(name)            -> number | nil
+ *   core.listdir(path)                 -> sorted array of names | nil, err (for recipe/policy dirs)
  *
  * Caller mistakes (wrong types) raise errors; failures of the sandbox return nil, err.
  */
@@ -17,6 +18,7 @@
 #include "../backends/backend.h"
 #include "internal.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <lauxlib.h>
 #include <lua.h>
@@ -452,6 +454,44 @@ static int l_ioctl_number(lua_State *L)
 	return 1;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int l_listdir(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1);
+	DIR *d = opendir(path);
+	if (!d) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "%s: %s", path, strerror(errno));
+		return 2;
+	}
+	lua_newtable(L);
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		if (e->d_name[0] != '.') {
+			lua_pushstring(L, e->d_name);
+			lua_rawseti(L, -2, ++n);
+		}
+	closedir(d);
+	/* Sort in Lua-independent C order so listings are stable. */
+	const char **names = lua_newuserdata(L, (size_t)(n ? n : 1) * sizeof *names);
+	for (int i = 0; i < n; i++) {
+		lua_rawgeti(L, -2, i + 1);
+		names[i] = lua_tostring(L, -1);
+		lua_pop(L, 1); /* still referenced by the table */
+	}
+	qsort(names, (size_t)n, sizeof *names, cmp_str);
+	lua_createtable(L, n, 0);
+	for (int i = 0; i < n; i++) {
+		lua_pushstring(L, names[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	return 1;
+}
+
 int luaopen_llmbox_core(lua_State *L)
 {
 	static const luaL_Reg session_methods[] = {
@@ -462,6 +502,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"probe", l_probe},
 					 {"syscall_number", l_syscall_number},
 					 {"ioctl_number", l_ioctl_number},
+					 {"listdir", l_listdir},
 					 {NULL, NULL}};
 	if (luaL_newmetatable(L, SESSION_MT)) {
 		lua_newtable(L);

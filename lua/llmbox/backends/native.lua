@@ -1,0 +1,47 @@
+-- The native backend: our own jail, built by the C core (runtime/, backends/native.c).
+-- This driver translates a validated policy (and the recipe's extra paths) into the core's
+-- open config; runs and copies go straight to C.
+local core = require "llmbox.core"
+
+local _M = { _VERSION = "0.1.0", name = "native" }
+
+_M.capabilities = core.backends().native
+
+local function ro_mounts(policy, recipe)
+    local ro = {}
+    for _, m in ipairs(policy.filesystem.ro) do
+        ro[#ro + 1] = { src = m.src, dst = m.dst or m.src, optional = m.optional }
+    end
+    for _, p in ipairs(recipe and recipe.mounts or {}) do
+        ro[#ro + 1] = { src = p, dst = p, optional = false }
+    end
+    return ro
+end
+
+function _M.open(policy, recipe)
+    if policy.network.mode ~= "none" then
+        -- Deny by default: nothing but loopback exists in the jail, so say so instead of
+        -- running with a network the policy did not get.
+        return nil, ("policy %q asks for network mode %q; the native backend only provides "
+            .. "\"none\" (loopback only)"):format(policy.name, policy.network.mode)
+    end
+    local sc = policy.syscalls
+    return core.open("native", {
+        ro = ro_mounts(policy, recipe),
+        workspace = policy.limits.workspace,
+        tmp = policy.limits.tmp,
+        hostname = "llmbox",
+        host_uid = tonumber(os.getenv("LLMBOX_HOST_UID")) or 65534,
+        host_gid = tonumber(os.getenv("LLMBOX_HOST_GID")) or 65534,
+        syscalls = {
+            default = sc.default,
+            action = sc.action,
+            deny = sc.deny,
+            allow = sc.allow,
+            deny_namespace_clone = sc.deny_namespace_clone,
+            deny_ioctls = sc.deny_ioctls,
+        },
+    })
+end
+
+return _M

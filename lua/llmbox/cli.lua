@@ -1,0 +1,360 @@
+-- The command line. Exit codes (documented in the README and --help):
+--   the program's own exit status (128 + N when it died from signal N),
+--   124  the wall-clock timeout fired,
+--   125  llmbox itself failed: bad usage, bad policy, or the sandbox could not be created,
+--   126  the code was refused by an enforcing policy check (run), or is unsafe (check: 1).
+local cjson = require "cjson.safe"
+local util = require "llmbox.util"
+
+local io, os, ipairs, pairs, tostring, tonumber = io, os, ipairs, pairs, tostring, tonumber
+local format, concat = string.format, table.concat
+
+local _M = { _VERSION = "0.1.0" }
+
+local EXIT_TIMEOUT, EXIT_FAILURE, EXIT_REFUSED = 124, 125, 126
+
+local USAGE = [[
+Usage: llmbox COMMAND [OPTIONS]
+
+Run code that language models write, in a sandbox you control with Lua policies.
+
+Commands:
+  run [-l LANG] [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [--json] (-c CODE | FILE | -) [-- ARGS...]
+                     run code in a fresh sandbox; exit status is the program's
+  exec [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [--json] -- CMD [ARGS...]
+                     run a command in a fresh sandbox
+  check [-p POLICY] [-l LANG] [--json] (-c CODE | FILE | -)
+                     apply the policy's code checks; exit 0 if safe, 1 if not
+  langs [--json]     list the languages and their versions
+  policies [--json]  list the security policies
+  script FILE.lua [ARGS...]
+                     run an operator's Lua script with `llmbox` loaded and `arg` set
+  doctor [--json]    what this host supports and how to fix what is missing
+  help, --help       this text;  --version  the version
+
+Options:
+  -l, --lang LANG       language (default: from FILE's extension, else python)
+  -b, --backend NAME    sandbox backend (default: native)
+  -p, --policy POLICY   policy name (policies/NAME.lua) or path to a policy file
+                        (default: $LLMBOX_POLICY or "default")
+  -t, --timeout SECS    wall-clock limit, at most the policy's
+  -i, --stdin           pass llmbox's standard input to the program (else it reads /dev/null)
+  -c, --code CODE       the code to run (else FILE, or - for standard input)
+  --json                print one JSON object: exit_code, stdout, stderr, timed_out, limit,
+                        duration_ms, truncated
+  -q, --quiet           do not print the reason when a limit fires
+
+Exit status: the program's (128+N if killed by signal N); 124 timeout; 125 llmbox or
+sandbox failure (including usage errors); 126 refused by the policy's code checks.
+]]
+
+local function die(msg, code)
+    io.stderr:write("llmbox: ", msg, "\n")
+    return code or EXIT_FAILURE
+end
+
+local function read_file(path)
+    local f, err = io.open(path, "rb")
+    if not f then return nil, err end
+    local data = f:read("*a")
+    f:close()
+    return data
+end
+
+-- Parses options by a table { ["-l"] = "lang" (takes a value), ["--json"] = { flag = "json" } }. Returns opts, positional
+-- (stops at "--", whose remainder is opts.rest), or nil, err.
+local function parse(args, spec)
+    local opts, pos, i = {}, {}, 1
+    while i <= #args do
+        local a = args[i]
+        if a == "--" then
+            opts.rest = { unpack(args, i + 1) }
+            break
+        end
+        local key, inline = a, nil
+        if a:sub(1, 2) == "--" and a:find("=", 3, true) then
+            key, inline = a:match("^(%-%-[^=]+)=(.*)$")
+        end
+        local s = spec[key]
+        if type(s) == "table" then
+            opts[s.flag] = true
+        elseif type(s) == "string" then
+            local v = inline
+            if v == nil then
+                i = i + 1
+                v = args[i]
+            end
+            if v == nil then return nil, key .. " needs a value" end
+            opts[s] = v
+        elseif a ~= "-" and a:sub(1, 1) == "-" and #pos == 0 then
+            return nil, "unknown option " .. a
+        else
+            pos[#pos + 1] = a
+            -- After the FILE argument, everything belongs to the program.
+            if spec._stop_at_positional then
+                opts.rest = { unpack(args, i + 1) }
+                break
+            end
+        end
+        i = i + 1
+    end
+    return opts, pos
+end
+
+local RUN_SPEC = {
+    ["-l"] = "lang", ["--lang"] = "lang", ["-b"] = "backend", ["--backend"] = "backend",
+    ["-p"] = "policy", ["--policy"] = "policy", ["-t"] = "timeout", ["--timeout"] = "timeout",
+    ["-c"] = "code", ["--code"] = "code", ["--json"] = { flag = "json" },
+    ["-i"] = { flag = "stdin" }, ["--stdin"] = { flag = "stdin" },
+    ["-q"] = { flag = "quiet" }, ["--quiet"] = { flag = "quiet" },
+    _stop_at_positional = true,
+}
+
+local function result_json(r)
+    return cjson.encode({
+        exit_code = r.exit_code,
+        stdout = util.utf8_repair(r.stdout),
+        stderr = util.utf8_repair(r.stderr),
+        timed_out = r.timed_out,
+        limit = r.limit or cjson.null,
+        duration_ms = math.floor(r.duration_ms * 1000 + 0.5) / 1000,
+        truncated = r.truncated,
+        signal = r.signal or cjson.null,
+        cpu_ms = r.cpu_ms,
+    })
+end
+
+local function limit_message(r)
+    local v = r.limit_value
+    local what = {
+        timeout = "wall-clock timeout (%s s)", cpu = "CPU time limit (%s s)",
+        memory = "memory limit (%s)", processes = "process limit (%s)",
+        output = "output limit (%s)", file_size = "file size limit (%s)",
+    }
+    local shown = v
+    if v and (r.limit == "memory" or r.limit == "output" or r.limit == "file_size") then
+        shown = util.human_size(v)
+    end
+    return format("llmbox: the run was stopped: %s reached", format(what[r.limit] or r.limit, tostring(shown)))
+end
+
+-- Shared by run and exec: prints the result and maps it to an exit status.
+local function finish(r, opts)
+    if opts.json then
+        io.stdout:write(result_json(r), "\n")
+    elseif r.limit and not opts.quiet then
+        io.stderr:write(limit_message(r), "\n")
+    end
+    if r.timed_out then return EXIT_TIMEOUT end
+    return r.exit_code
+end
+
+local function streaming_opts(opts, timeout)
+    local o = { timeout = timeout }
+    if not opts.json then
+        o.on_stdout = function(chunk) io.stdout:write(chunk); io.stdout:flush() end
+        o.on_stderr = function(chunk) io.stderr:write(chunk); io.stderr:flush() end
+    end
+    if opts.stdin then o.stdin = io.stdin:read("*a") or "" end
+    return o
+end
+
+local function parse_timeout(opts)
+    if opts.timeout == nil then return nil end
+    local t = tonumber(opts.timeout)
+    if not t or t <= 0 then return nil, "-t expects a positive number of seconds, got " .. tostring(opts.timeout) end
+    return t
+end
+
+function _M.run(args)
+    local llmbox = require "llmbox"
+    local recipes = require "llmbox.recipes"
+    local opts, pos = parse(args, RUN_SPEC)
+    if not opts then return die(pos .. " (see llmbox --help)") end
+    local timeout, terr = parse_timeout(opts)
+    if terr then return die(terr) end
+    local code, err
+    if opts.code then
+        if pos[1] then return die("give either -c CODE or FILE, not both") end
+        code = opts.code
+    elseif pos[1] == "-" then
+        if opts.stdin then return die("-i cannot be combined with code from standard input (-)") end
+        code = io.stdin:read("*a")
+    elseif pos[1] then
+        code, err = read_file(pos[1])
+        if not code then return die("cannot read " .. pos[1] .. ": " .. tostring(err)) end
+    else
+        return die("no code: give -c CODE, a FILE, or - for standard input (see llmbox --help)")
+    end
+    local lang = opts.lang
+    if not lang and pos[1] and pos[1] ~= "-" then
+        local r, rerr = recipes.for_file(pos[1])
+        if not r then return die(rerr) end
+        lang = r.name
+    end
+    local s
+    s, err = llmbox.session({ lang = lang or "python", policy = opts.policy, backend = opts.backend })
+    if not s then return die(err) end
+    local o = streaming_opts(opts, timeout)
+    o.args = opts.rest
+    local r, rerr, report = s:run(code, o)
+    s:close()
+    if not r then
+        if report then
+            if opts.json then
+                io.stdout:write(cjson.encode({ refused = true, error = rerr, violations = report.violations }), "\n")
+            end
+            return die(rerr, EXIT_REFUSED)
+        end
+        return die(rerr)
+    end
+    if r.warnings and not opts.json then
+        io.stderr:write("llmbox: warning: ", llmbox.describe_violations({ violations = r.warnings }), "\n")
+    end
+    return finish(r, opts)
+end
+
+function _M.exec(args)
+    local llmbox = require "llmbox"
+    local spec = {}
+    for k, v in pairs(RUN_SPEC) do spec[k] = v end
+    spec._stop_at_positional = false
+    local opts, pos = parse(args, spec)
+    if not opts then return die(pos .. " (see llmbox --help)") end
+    local cmd = opts.rest or pos
+    if #cmd == 0 then return die("exec needs a command: llmbox exec [OPTIONS] -- CMD [ARGS...]") end
+    local timeout, terr = parse_timeout(opts)
+    if terr then return die(terr) end
+    local s, err = llmbox.session({ policy = opts.policy, backend = opts.backend })
+    if not s then return die(err) end
+    local r, rerr = s:exec(cmd, streaming_opts(opts, timeout))
+    s:close()
+    if not r then return die(rerr) end
+    return finish(r, opts)
+end
+
+function _M.check(args)
+    local llmbox = require "llmbox"
+    local opts, pos = parse(args, {
+        ["-l"] = "lang", ["--lang"] = "lang", ["-p"] = "policy", ["--policy"] = "policy",
+        ["-c"] = "code", ["--code"] = "code", ["--json"] = { flag = "json" },
+    })
+    if not opts then return die(pos .. " (see llmbox --help)") end
+    local code, err = opts.code, nil
+    if not code then
+        if pos[1] == "-" then code = io.stdin:read("*a")
+        elseif pos[1] then
+            code, err = read_file(pos[1])
+            if not code then return die("cannot read " .. pos[1] .. ": " .. tostring(err)) end
+        else return die("no code: give -c CODE, a FILE, or -") end
+    end
+    local lang = opts.lang
+    if not lang and pos[1] and pos[1] ~= "-" then
+        local r = require("llmbox.recipes").for_file(pos[1])
+        lang = r and r.name
+    end
+    local report
+    report, err = llmbox.check(code, { lang = lang or "python", policy = opts.policy })
+    if not report then return die(err) end
+    if opts.json then
+        io.stdout:write(cjson.encode({
+            safe = report.safe, mode = report.mode, blocked = report.blocked,
+            violations = setmetatable(report.violations, cjson.array_mt),
+        }), "\n")
+    else
+        for _, v in ipairs(report.violations) do
+            io.stdout:write(format("line %s: %s [%s] %s\n", tostring(v.line or "?"), v.severity, v.rule, v.message or ""))
+        end
+        io.stdout:write(report.safe and "safe\n" or format("unsafe (policy mode: %s)\n", report.mode))
+    end
+    return report.safe and 0 or 1
+end
+
+function _M.langs(args)
+    local llmbox = require "llmbox"
+    local json = args[1] == "--json"
+    if args[1] and not json then return die("langs takes only --json") end
+    local list = llmbox.langs()
+    -- Versions are probed inside one sandbox: what the sandbox runs is what is reported.
+    local s = llmbox.session({})
+    local out = {}
+    for _, r in ipairs(list) do
+        local version = cjson.null
+        if s and r.version then
+            local res = s:exec(r.version, { timeout = 10 })
+            if res and res.exit_code == 0 then
+                version = ((res.stdout ~= "" and res.stdout or res.stderr):gsub("%s+$", ""))
+            end
+        end
+        out[#out + 1] = {
+            name = r.name, aliases = setmetatable(r.aliases, cjson.array_mt),
+            extensions = setmetatable(r.extensions, cjson.array_mt),
+            version = version, description = r.description, example = r.example,
+        }
+    end
+    if s then s:close() end
+    if json then
+        io.stdout:write(cjson.encode(setmetatable(out, cjson.array_mt)), "\n")
+    else
+        for _, r in ipairs(out) do
+            io.stdout:write(format("%-10s %-28s %s\n", r.name,
+                r.version ~= cjson.null and r.version or "(unavailable)", concat(r.extensions, " ")))
+        end
+    end
+    return 0
+end
+
+function _M.policies(args)
+    local llmbox = require "llmbox"
+    local list = llmbox.policies()
+    if args[1] == "--json" then
+        io.stdout:write(cjson.encode(setmetatable(list, cjson.array_mt)), "\n")
+    else
+        for _, p in ipairs(list) do
+            io.stdout:write(format("%-12s %s\n    %s\n", p.name, p.description or "", p.path))
+        end
+    end
+    return 0
+end
+
+function _M.script(args)
+    local file = args[1]
+    if not file then return die("script needs a FILE.lua") end
+    local chunk, err = loadfile(file)
+    if not chunk then return die(err) end
+    local script_arg = { [0] = file }
+    for i = 2, #args do script_arg[i - 1] = args[i] end
+    _G.arg = script_arg
+    _G.llmbox = require "llmbox"
+    local ok, ret = xpcall(function() return chunk(unpack(script_arg)) end, debug.traceback)
+    if not ok then return die("script failed: " .. tostring(ret)) end
+    io.stdout:flush()
+    return tonumber(ret) or 0
+end
+
+function _M.main(argv)
+    local args = {}
+    for i = 1, #argv do args[i] = argv[i] end
+    local cmd = table.remove(args, 1)
+    if cmd == nil or cmd == "help" or cmd == "--help" or cmd == "-h" then
+        io.stdout:write(USAGE)
+        return cmd == nil and EXIT_FAILURE or 0
+    end
+    if cmd == "--version" or cmd == "version" then
+        io.stdout:write("llmbox ", require("llmbox.core").VERSION, "\n")
+        return 0
+    end
+    if cmd == "doctor" then return require("llmbox.doctor").main(args) end
+    local handler = ({ run = _M.run, exec = _M.exec, check = _M.check, langs = _M.langs,
+        policies = _M.policies, script = _M.script })[cmd]
+    if not handler then return die(format("unknown command %q (see llmbox --help)", cmd)) end
+    if args[1] == "--help" or args[1] == "-h" then
+        io.stdout:write(USAGE)
+        return 0
+    end
+    local ok, ret = pcall(handler, args)
+    if not ok then return die(tostring(ret)) end
+    return ret
+end
+
+return _M

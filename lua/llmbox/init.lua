@@ -1,0 +1,55 @@
+-- llmbox: run code that language models write, in a sandbox the operator controls with Lua.
+--
+--   local llmbox = require "llmbox"
+--   local s = assert(llmbox.session{ lang = "python", policy = "default" })
+--   local r = assert(s:run("print(6*7)", { timeout = 5 }))
+--   print(r.exit_code, r.stdout)
+--   s:close()
+local core = require "llmbox.core"
+local session = require "llmbox.session"
+local recipes = require "llmbox.recipes"
+local policy = require "llmbox.policy"
+local checks = require "llmbox.checks"
+
+local _M = { _VERSION = core.VERSION, VERSION = core.VERSION }
+
+_M.session = session.new
+_M.describe_violations = session.describe_violations
+
+--- One-shot: a session with one run. Returns the result, or nil, err.
+function _M.run(code, opts)
+    opts = opts or {}
+    local s, err = session.new({ lang = opts.lang or "python", policy = opts.policy, backend = opts.backend })
+    if not s then return nil, err end
+    local run_opts = {}
+    for k, v in pairs(opts) do
+        if k ~= "lang" and k ~= "policy" and k ~= "backend" then run_opts[k] = v end
+    end
+    local r, rerr, report = s:run(code, run_opts)
+    s:close()
+    return r, rerr, report
+end
+
+--- Code checks without a sandbox: check(code, { lang = "python", policy = "default" }) -> report
+function _M.check(code, opts)
+    opts = opts or {}
+    local p, err = policy.load(opts.policy or "default")
+    if not p then return nil, err end
+    local recipe = opts.lang and recipes.get(opts.lang)
+    if opts.lang and not recipe then return nil, select(2, recipes.get(opts.lang)) end
+    return checks.check(code, recipe and (recipe.checks or recipe.name) or "*", p.checks)
+end
+
+function _M.langs()
+    return recipes.all().list
+end
+
+function _M.policies()
+    return policy.list()
+end
+
+function _M.backends()
+    return core.backends()
+end
+
+return _M

@@ -1,0 +1,114 @@
+-- Language recipes: Lua data that turns (code, args) into files and argv. One file per language
+-- in this directory (or in a directory listed in LLMBOX_RECIPE_PATH), validated when loaded.
+--
+-- Recipes live next to the library, not in policies/: they describe how a toolchain is driven,
+-- which ships with the code; operators change *whether* and *with what limits* code runs in
+-- policies/, and can still add or override a language through LLMBOX_RECIPE_PATH.
+local schema = require "llmbox.schema"
+local util = require "llmbox.util"
+
+local _M = { _VERSION = "0.1.0" }
+
+local string_list = { list = "string" }
+_M.schema = {
+    record = {
+        name = { type = "string", required = true },
+        aliases = { type = string_list, default = {} },
+        extensions = { type = string_list, default = {} },
+        description = { type = "string", default = "" },
+        file = { type = "string", required = true },
+        run = { type = string_list, required = true },
+        env = { type = { map = "string" }, default = {} },
+        version = { type = string_list },
+        checks = { type = "string" },
+        mounts = { type = string_list, default = {} },
+        example = { type = "string" },
+    },
+}
+
+local cache
+
+function _M.dirs()
+    local dirs = {}
+    for d in (os.getenv("LLMBOX_RECIPE_PATH") or ""):gmatch("[^:]+") do dirs[#dirs + 1] = d end
+    dirs[#dirs + 1] = util.module_dir()
+    return dirs
+end
+
+local function load_file(path)
+    local chunk, err = loadfile(path)
+    if not chunk then return nil, "recipe " .. path .. ": " .. err end
+    setfenv(chunk, {})
+    local ok, t = pcall(chunk)
+    if not ok then return nil, "recipe " .. path .. ": " .. tostring(t) end
+    if type(t) ~= "table" then return nil, "recipe " .. path .. ": must return a table" end
+    local r, verr = schema.check(t, _M.schema)
+    if not r then return nil, "recipe " .. path .. ": " .. verr end
+    if not r.file:match("^[%w_.-]+$") then
+        return nil, "recipe " .. path .. ": file: expected a plain file name such as main.py"
+    end
+    r.path = path
+    return r
+end
+
+-- Loads every recipe once; the first directory that defines a name wins.
+function _M.all()
+    if cache then return cache end
+    local by_name, list = {}, {}
+    for _, dir in ipairs(_M.dirs()) do
+        for _, f in ipairs(util.list_dir(dir, ".lua")) do
+            if f ~= "init.lua" then
+                local r, err = load_file(dir .. "/" .. f)
+                if not r then error(err, 0) end
+                if not by_name[r.name] then
+                    by_name[r.name] = r
+                    list[#list + 1] = r
+                end
+            end
+        end
+    end
+    table.sort(list, function(a, b) return a.name < b.name end)
+    cache = { by_name = by_name, list = list }
+    return cache
+end
+
+-- Finds a recipe by name or alias.
+function _M.get(lang)
+    if type(lang) ~= "string" then error("language name expected, got " .. type(lang), 2) end
+    local ok, all = pcall(_M.all)
+    if not ok then return nil, all end
+    local l = lang:lower()
+    if all.by_name[l] then return all.by_name[l] end
+    for _, r in ipairs(all.list) do
+        for _, a in ipairs(r.aliases) do
+            if a == l then return r end
+        end
+    end
+    local names = {}
+    for _, r in ipairs(all.list) do names[#names + 1] = r.name end
+    return nil, ("unknown language %q (available: %s)"):format(lang, table.concat(names, ", "))
+end
+
+-- Finds a recipe by a file's extension.
+function _M.for_file(path)
+    local ext = path:match("%.([%w]+)$")
+    if not ext then return nil, "cannot tell the language of " .. path .. ": use -l LANG" end
+    local ok, all = pcall(_M.all)
+    if not ok then return nil, all end
+    for _, r in ipairs(all.list) do
+        for _, e in ipairs(r.extensions) do
+            if e == ext:lower() then return r end
+        end
+    end
+    return nil, ("no language handles .%s files: use -l LANG"):format(ext)
+end
+
+-- The argv of a run: the recipe's template with {file} filled in, then the program's arguments.
+function _M.argv(recipe, file, args)
+    local argv = {}
+    for _, a in ipairs(recipe.run) do argv[#argv + 1] = (a:gsub("{file}", file)) end
+    for _, a in ipairs(args or {}) do argv[#argv + 1] = a end
+    return argv
+end
+
+return _M

@@ -1,0 +1,223 @@
+-- Sessions: one live sandbox (a jail on the native backend, a container elsewhere). Each run or
+-- exec starts a fresh process tree inside it, and the whole tree is gone when the call returns;
+-- the workspace (/sandbox) is kept until close().
+local policy_mod = require "llmbox.policy"
+local checks = require "llmbox.checks"
+local recipes = require "llmbox.recipes"
+local backends = require "llmbox.backends"
+
+local type, pairs, ipairs, tostring, setmetatable = type, pairs, ipairs, tostring, setmetatable
+local concat, sort, format = table.concat, table.sort, string.format
+
+local _M = { _VERSION = "0.1.0" }
+local Session = {}
+Session.__index = Session
+
+-- Where run() puts the code: outside the workspace, so /sandbox holds only the program's files.
+local CODE_DIR = "/tmp/llmbox"
+
+local LIMIT_KEYS = { "timeout", "cpu", "memory", "processes", "open_files", "file_size", "output" }
+
+local function load_policy(p)
+    if p == nil then p = os.getenv("LLMBOX_POLICY") or "default" end
+    if type(p) == "table" and p.limits and p.syscalls and p.name then return p end
+    if type(p) ~= "string" then error("policy: expected a policy name or path, got " .. type(p), 3) end
+    return policy_mod.load(p)
+end
+
+--- llmbox.session{ lang = "python", policy = "default", backend = "native", env = {} }
+function _M.new(opts)
+    opts = opts or {}
+    if type(opts) ~= "table" then error("session options must be a table", 2) end
+    for k in pairs(opts) do
+        if not ({ lang = 1, policy = 1, backend = 1, env = 1 })[k] then
+            error(format("session: unknown option %q (known: lang, policy, backend, env)", tostring(k)), 2)
+        end
+    end
+    local recipe, err
+    if opts.lang then
+        recipe, err = recipes.get(opts.lang)
+        if not recipe then return nil, err end
+    end
+    local policy
+    policy, err = load_policy(opts.policy)
+    if not policy then return nil, err end
+    local driver
+    driver, err = backends.get(opts.backend or "native")
+    if not driver then return nil, err end
+    local handle
+    handle, err = driver.open(policy, recipe)
+    if not handle then return nil, "cannot create the sandbox: " .. tostring(err) end
+    return setmetatable({
+        recipe = recipe,
+        policy = policy,
+        backend = driver.name,
+        env = opts.env or {},
+        handle = handle,
+        runs = 0,
+    }, Session)
+end
+
+-- The program's environment: the policy's fixed values, host variables it lets through, the
+-- recipe's, then the caller's. Sorted so runs are reproducible.
+local function build_env(self, recipe, extra)
+    local env = {}
+    for k, v in pairs(self.policy.env.set) do env[k] = v end
+    for _, name in ipairs(self.policy.env.pass) do
+        local v = os.getenv(name)
+        if v then env[name] = v end
+    end
+    if recipe then for k, v in pairs(recipe.env) do env[k] = v end end
+    for k, v in pairs(self.env) do env[k] = v end
+    for k, v in pairs(extra or {}) do env[k] = v end
+    local list = {}
+    for k, v in pairs(env) do
+        if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then
+            error(format("env: invalid variable name %q", tostring(k)), 4)
+        end
+        list[#list + 1] = k .. "=" .. tostring(v)
+    end
+    sort(list)
+    return list
+end
+
+-- Per-run limits: the policy's, lowered by the caller where asked. The policy is the ceiling: a
+-- request above it is refused, never silently granted.
+local function build_limits(self, opts)
+    local lim = {}
+    for _, k in ipairs(LIMIT_KEYS) do lim[k] = self.policy.limits[k] end
+    for _, k in ipairs(LIMIT_KEYS) do
+        local v = opts[k]
+        if v ~= nil then
+            if type(v) ~= "number" or v <= 0 then
+                return nil, format("%s: expected a positive number, got %s", k, tostring(v))
+            end
+            if v > lim[k] then
+                return nil, format("%s %s exceeds the limit of policy %q (%s); use a policy that allows more",
+                    k, tostring(v), self.policy.name, tostring(lim[k]))
+            end
+            lim[k] = v
+        end
+    end
+    return lim
+end
+
+local RUN_OPTS = {
+    timeout = 1, cpu = 1, memory = 1, processes = 1, open_files = 1, file_size = 1, output = 1,
+    stdin = 1, args = 1, env = 1, on_stdout = 1, on_stderr = 1, cwd = 1, files = 1,
+}
+
+local function check_opts(opts, level)
+    if opts == nil then return {} end
+    if type(opts) ~= "table" then error("run options must be a table", level + 1) end
+    for k in pairs(opts) do
+        if not RUN_OPTS[k] then error(format("run: unknown option %q", tostring(k)), level + 1) end
+    end
+    for _, k in ipairs({ "on_stdout", "on_stderr" }) do
+        if opts[k] ~= nil and type(opts[k]) ~= "function" then error(k .. " must be a function", level + 1) end
+    end
+    return opts
+end
+
+function Session:_exec(argv, opts, recipe, files)
+    if not self.handle then return nil, "session is closed" end
+    local limits, err = build_limits(self, opts)
+    if not limits then return nil, err end
+    local f = files or {}
+    for _, x in ipairs(opts.files or {}) do f[#f + 1] = x end
+    self.runs = self.runs + 1
+    local res, rerr = self.handle:run({
+        argv = argv,
+        env = build_env(self, recipe, opts.env),
+        cwd = opts.cwd or "/sandbox",
+        stdin = opts.stdin,
+        files = f,
+        limits = limits,
+        on_stdout = opts.on_stdout,
+        on_stderr = opts.on_stderr,
+    })
+    if not res then return nil, rerr end
+    res.limit_value = res.limit and limits[res.limit == "file_size" and "file_size" or res.limit] or nil
+    return res
+end
+
+--- s:is_safe(code [, lang]) -> safe, report
+function Session:is_safe(code, lang)
+    if type(code) ~= "string" then error("code must be a string", 2) end
+    local recipe = self.recipe
+    if lang then recipe = assert(recipes.get(lang)) end
+    local report = checks.check(code, recipe and (recipe.checks or recipe.name) or "*", self.policy.checks)
+    return report.safe, report
+end
+
+-- "rule (severity, line N): message; ..." for refusals and warnings.
+function _M.describe_violations(report)
+    local parts = {}
+    for _, v in ipairs(report.violations) do
+        parts[#parts + 1] = format("%s (%s, line %s): %s", v.rule, v.severity, tostring(v.line or "?"), v.message or "")
+    end
+    return concat(parts, "; ")
+end
+
+--- s:run(code, opts) -> result | nil, err [, report]
+function Session:run(code, opts)
+    if type(code) ~= "string" then error("code must be a string", 2) end
+    opts = check_opts(opts, 2)
+    local recipe = self.recipe
+    if not recipe then return nil, "this session has no language: create it with llmbox.session{ lang = ... }" end
+    local report = checks.check(code, recipe.checks or recipe.name, self.policy.checks)
+    if report.blocked then
+        return nil, format("refused by policy %q: %s", self.policy.name, _M.describe_violations(report)), report
+    end
+    local path = CODE_DIR .. "/" .. recipe.file
+    local res, err = self:_exec(recipes.argv(recipe, path, opts.args), opts, recipe,
+        { { path = path, data = code, mode = 420 } })
+    if res and #report.violations > 0 then res.warnings = report.violations end
+    return res, err
+end
+
+--- s:exec(argv | "shell string", opts) -> result | nil, err
+function Session:exec(cmd, opts)
+    opts = check_opts(opts, 2)
+    local argv
+    if type(cmd) == "string" then
+        argv = { "/bin/sh", "-c", cmd }
+    elseif type(cmd) == "table" and #cmd > 0 then
+        argv = {}
+        for i, a in ipairs(cmd) do
+            if type(a) ~= "string" then error(format("exec: argv[%d] must be a string", i), 2) end
+            argv[i] = a
+        end
+    else
+        error("exec: expected an argv array or a shell command string", 2)
+    end
+    return self:_exec(argv, opts, nil)
+end
+
+--- s:copy_to(host_path, "/sandbox/path") and s:copy_from("/sandbox/path", host_path [, max_bytes])
+function Session:copy_to(src, dst)
+    if type(src) ~= "string" or type(dst) ~= "string" then error("copy_to(host_path, sandbox_path)", 2) end
+    if not self.handle then return nil, "session is closed" end
+    return self.handle:copy_in(src, dst)
+end
+
+function Session:copy_from(src, dst, max)
+    if type(src) ~= "string" or type(dst) ~= "string" then error("copy_from(sandbox_path, host_path)", 2) end
+    if not self.handle then return nil, "session is closed" end
+    return self.handle:copy_out(src, dst, max or self.policy.limits.workspace)
+end
+
+function Session:close()
+    if self.handle then
+        self.handle:close()
+        self.handle = nil
+    end
+    return true
+end
+
+function Session:closed()
+    return self.handle == nil
+end
+
+_M.Session = Session
+return _M

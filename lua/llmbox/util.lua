@@ -1,0 +1,79 @@
+-- Small helpers shared by the library: UTF-8 repair for JSON output, module-relative paths.
+local byte, char, sub, concat = string.byte, string.char, string.sub, table.concat
+local floor = math.floor
+
+local _M = { _VERSION = "0.1.0" }
+
+-- Replaces every byte that is not part of a well-formed UTF-8 sequence with U+FFFD, so program
+-- output of any kind can go into JSON without breaking the encoder or the reader.
+function _M.utf8_repair(s)
+    if not s:find("[\128-\255]") then return s end
+    local out, n, i, len = {}, 0, 1, #s
+    while i <= len do
+        local c = byte(s, i)
+        local need, min
+        if c < 0x80 then need = 0
+        elseif c >= 0xC2 and c <= 0xDF then need, min = 1, 0x80
+        elseif c >= 0xE0 and c <= 0xEF then need, min = 2, 0x800
+        elseif c >= 0xF0 and c <= 0xF4 then need, min = 3, 0x10000
+        else need = -1 end
+        local ok = need >= 0 and i + need <= len
+        if ok and need > 0 then
+            local cp = c % (2 ^ (6 - need))
+            for k = 1, need do
+                local b = byte(s, i + k)
+                if b < 0x80 or b > 0xBF then ok = false break end
+                cp = cp * 64 + (b - 0x80)
+            end
+            if ok and (cp < min or cp > 0x10FFFF or (cp >= 0xD800 and cp <= 0xDFFF)) then ok = false end
+        end
+        n = n + 1
+        if ok then
+            out[n] = sub(s, i, i + need)
+            i = i + need + 1
+        else
+            out[n] = "\239\191\189"
+            i = i + 1
+        end
+    end
+    return concat(out)
+end
+
+-- "512 MiB" style, for messages.
+function _M.human_size(bytes)
+    local units = { "B", "KiB", "MiB", "GiB", "TiB" }
+    local u = 1
+    while bytes >= 1024 and u < #units do bytes = bytes / 1024; u = u + 1 end
+    if bytes == floor(bytes) then return string.format("%d %s", bytes, units[u]) end
+    return string.format("%.1f %s", bytes, units[u])
+end
+
+-- Directory of the calling module's file (for finding shipped data next to the code).
+function _M.module_dir(level)
+    local src = debug.getinfo((level or 1) + 1, "S").source
+    if sub(src, 1, 1) ~= "@" then return "." end
+    return (src:sub(2):match("^(.*)/[^/]*$")) or "."
+end
+
+function _M.is_dir(path)
+    local f = io.open(path .. "/.", "r")
+    if f then f:close() return true end
+    return false
+end
+
+function _M.file_exists(path)
+    local f = io.open(path, "r")
+    if f then f:close() return true end
+    return false
+end
+
+-- Files ending in `suffix` in a directory, sorted ({} when the directory does not exist).
+function _M.list_dir(dir, suffix)
+    local names = {}
+    for _, name in ipairs(require("llmbox.core").listdir(dir) or {}) do
+        if not suffix or name:sub(-#suffix) == suffix then names[#names + 1] = name end
+    end
+    return names
+end
+
+return _M

@@ -1,0 +1,51 @@
+#!/bin/sh
+# Runs every spec: all suites as the current user (root in CI), then the unprivileged subset
+# (tag "unpriv") as `nobody` from a world-readable copy of the tree. Ends with one line
+# "N passed, N failed, N skipped" over both runs; exits non-zero when anything failed.
+set -u
+cd "$(dirname "$0")/.."
+top=$(pwd)
+counts=$(mktemp)
+total_pass=0 total_fail=0 total_skip=0 status=0
+
+run_busted() { # label, then busted args
+	label=$1; shift
+	: >"$counts"
+	echo "== $label"
+	LLMBOX_SPEC_COUNTS="$counts" luajit /usr/bin/busted --output=spec/helpers/summary.lua "$@" || status=1
+	if [ -s "$counts" ]; then
+		read -r p f e s <"$counts"
+		total_pass=$((total_pass + p)); total_fail=$((total_fail + f + e)); total_skip=$((total_skip + s))
+	else
+		echo "$label: busted did not finish"; total_fail=$((total_fail + 1)); status=1
+	fi
+}
+
+run_busted "specs as $(id -un)" spec
+
+if [ "$(id -u)" = 0 ]; then
+	# nobody cannot read a clone under /root: copy what the specs need somewhere it can.
+	tmp=$(mktemp -d /tmp/llmbox-unpriv.XXXXXX)
+	cp -r build lua policies spec examples .busted "$tmp"/ 2>/dev/null
+	chmod -R a+rX "$tmp"
+	chmod 1777 "$tmp"
+	ncounts=$tmp/counts
+	touch "$ncounts"; chmod 666 "$ncounts"
+	echo "== unprivileged specs as nobody"
+	if (cd "$tmp" && setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		env HOME="$tmp" LLMBOX_SPEC_COUNTS="$ncounts" luajit /usr/bin/busted \
+		--output=spec/helpers/summary.lua --tags=unpriv spec); then :; else status=1; fi
+	if [ -s "$ncounts" ]; then
+		read -r p f e s <"$ncounts"
+		total_pass=$((total_pass + p)); total_fail=$((total_fail + f + e)); total_skip=$((total_skip + s))
+	else
+		echo "unprivileged specs: busted did not finish"; total_fail=$((total_fail + 1)); status=1
+	fi
+	rm -rf "$tmp"
+else
+	echo "== unprivileged specs: already running unprivileged, covered above"
+fi
+rm -f "$counts"
+echo
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
+[ "$total_fail" = 0 ] && exit "$status" || exit 1

@@ -71,17 +71,18 @@ static int add_clone_rules(scmp_filter_ctx ctx, const lb_syscall_policy *p, uint
 	int r;
 	/* clone3 passes its flags in a struct that seccomp cannot read: make it look absent so libc
 	 * falls back to clone(), whose flags we can check. */
-	r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-	if (r < 0 && r != -EEXIST)
-		return lb_fail(err, -r, "seccomp rule for clone3");
-	if (p->default_allow) {
-		for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++) {
-			r = seccomp_rule_add(ctx, deny, SCMP_SYS(clone), 1,
-					     SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
-			if (r < 0)
-				return lb_fail(err, -r, "seccomp rule for clone flags");
-		}
-	} else {
+	if (p->default_allow || p->kill) { /* else the allow-list default already says ENOSYS */
+		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+		if (r < 0 && r != -EEXIST)
+			return lb_fail(err, -r, "seccomp rule for clone3");
+	}
+	for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++) {
+		r = seccomp_rule_add(ctx, deny, SCMP_SYS(clone), 1,
+				     SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+		if (r < 0)
+			return lb_fail(err, -r, "seccomp rule for clone flags");
+	}
+	if (!p->default_allow) {
 		uint64_t all = 0;
 		for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++)
 			all |= ns_flags[i];
@@ -110,7 +111,13 @@ static int add_ioctl_rules(scmp_filter_ctx ctx, const lb_syscall_policy *p, uint
 lb_filter *lb_filter_build(const lb_syscall_policy *p, lb_error *err)
 {
 	uint32_t deny = p->kill ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(EPERM);
-	scmp_filter_ctx ctx = seccomp_init(p->default_allow ? SCMP_ACT_ALLOW : deny);
+	/* Allow-list mode: a call not on the list gets ENOSYS ("not here"), which lets libc fall
+	 * back to older calls (clone3 -> clone, statx -> fstat). The explicit refusals below then
+	 * use EPERM, which libseccomp requires to differ from the default action. */
+	uint32_t fallback = p->kill ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(ENOSYS);
+	if (!p->default_allow)
+		deny = SCMP_ACT_ERRNO(EPERM);
+	scmp_filter_ctx ctx = seccomp_init(p->default_allow ? SCMP_ACT_ALLOW : fallback);
 	lb_filter *f = NULL;
 	int memfd = -1;
 	if (!ctx) {
@@ -143,12 +150,15 @@ lb_filter *lb_filter_build(const lb_syscall_policy *p, lb_error *err)
 		goto out;
 	if (p->n_deny_ioctls) {
 		if (!p->default_allow) {
-			/* Allow-list mode: the conditional denials take precedence over this
-			 * unconditional allow (checked by the adversarial specs). */
+			/* Allow-list mode: allow ioctl when the request has no high bits, after the
+			 * denials. Where rules overlap libseccomp keeps the first one added (an
+			 * unconditional allow would win outright), so order matters here; the
+			 * containment specs check TIOCSTI under both kinds of policy. */
 			if (add_ioctl_rules(ctx, p, deny, err) < 0)
 				goto out;
-			int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 0);
-			if (r < 0 && r != -EEXIST) {
+			int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+						 SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffff00000000ULL, 0));
+			if (r < 0) {
 				lb_fail(err, -r, "seccomp rule for ioctl");
 				goto out;
 			}

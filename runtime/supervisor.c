@@ -472,7 +472,9 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 			 (res->signal == SIGKILL && spec->limits.cpu > 0 &&
 			  res->cpu_ms >= spec->limits.cpu * 1e3 - 50))
 			res->limit = LB_LIMIT_CPU;
-		else if (res->signal == SIGXFSZ)
+		else if (res->signal == SIGXFSZ ||
+			 (spec->limits.file_size && res->exit_code == 128 + SIGXFSZ))
+			/* 128 + SIGXFSZ: how a shell reports a child the limit killed. */
 			res->limit = LB_LIMIT_FILE_SIZE;
 		else if (pids_max && res->exit_code != 0)
 			res->limit = LB_LIMIT_PROCESSES;

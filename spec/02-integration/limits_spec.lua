@@ -64,9 +64,22 @@ except OSError as e:
     end)
 
     it("file size #unpriv", function()
-        local r = assert(s:exec("head -c 2000000 /dev/zero > /sandbox/big", { file_size = 1024 * 1024 }))
+        -- the default action of SIGXFSZ kills the writer, and the result names the limit
+        local r = assert(s:exec("exec head -c 2000000 /dev/zero > /sandbox/big", { file_size = 1024 * 1024 }))
         assert.equal("file_size", r.limit)
         assert.equal(128 + 25, r.exit_code) -- SIGXFSZ
+        assert.equal(25, r.signal)
+        -- a shell reports its child's SIGXFSZ as status 153: still the file size limit
+        r = assert(s:exec("head -c 2000000 /dev/zero > /sandbox/big", { file_size = 1024 * 1024 }))
+        assert.equal("file_size", r.limit)
+        -- CPython ignores SIGXFSZ: the write fails with EFBIG instead
+        r = assert(s:run("open('/sandbox/big', 'wb').write(b'0' * 2000000)", { file_size = 1024 * 1024 }))
+        assert.equal(1, r.exit_code)
+        assert.matches("File too large", r.stderr)
+        -- control: a file below the limit
+        r = assert(s:exec("head -c 1000 /dev/zero > /sandbox/small", { file_size = 1024 * 1024 }))
+        assert.equal(0, r.exit_code)
+        assert.is_nil(r.limit)
     end)
 
     it("bytes of output, truncating what is kept #unpriv", function()
@@ -79,9 +92,14 @@ except OSError as e:
 
     it("workspace size #unpriv", function()
         local small = assert(llmbox.session({ lang = "python", policy = "strict" }))
-        local r = assert(small:exec("head -c 100000000 /dev/zero > /sandbox/fill; echo $?"))
-        small:close()
+        -- many files, each below the file size limit, until the workspace is full
+        local r = assert(small:exec("for i in 1 2 3 4 5 6 7 8 9 10; do head -c 10000000 /dev/zero > /sandbox/f$i || exit 9; done"))
+        assert.equal(9, r.exit_code)
         assert.matches("No space left on device", r.stderr)
+        -- /tmp is bounded too
+        r = assert(small:exec("for i in $(seq 1 40); do head -c 10000000 /dev/zero > /tmp/f$i || exit 9; done"))
+        small:close()
+        assert.equal(9, r.exit_code)
     end)
 
     it("refuses a limit above the policy's instead of granting it #unpriv", function()

@@ -9,20 +9,23 @@ local util = require "llmbox.util"
 
 local _M = { _VERSION = "0.1.0" }
 
-local string_list = { list = "string" }
+local string_list = { type = "array", of = "string" }
 _M.schema = {
-    record = {
-        name = { type = "string", required = true },
-        aliases = { type = string_list, default = {} },
-        extensions = { type = string_list, default = {} },
+    type = "record",
+    fields = {
+        name = { type = "string", required = true, pattern = "^[%l%d_-]+$",
+            pattern_desc = "lower-case letters, digits, - and _" },
+        aliases = { type = "array", of = "string", default = {} },
+        extensions = { type = "array", of = "string", default = {} },
         description = { type = "string", default = "" },
-        file = { type = "string", required = true },
-        run = { type = string_list, required = true },
-        env = { type = { map = "string" }, default = {} },
-        version = { type = string_list },
-        checks = { type = "string" },
-        mounts = { type = string_list, default = {} },
-        example = { type = "string" },
+        file = { type = "string", required = true, pattern = "^[%w_.-]+$",
+            pattern_desc = "a plain file name such as main.py" },
+        run = { type = "array", of = "string", required = true },
+        env = { type = "map", of = "string", default = {} },
+        version = string_list,
+        checks = "string",
+        mounts = { type = "array", of = "string", default = {} },
+        example = "string",
     },
 }
 
@@ -44,9 +47,6 @@ local function load_file(path)
     if type(t) ~= "table" then return nil, "recipe " .. path .. ": must return a table" end
     local r, verr = schema.check(t, _M.schema)
     if not r then return nil, "recipe " .. path .. ": " .. verr end
-    if not r.file:match("^[%w_.-]+$") then
-        return nil, "recipe " .. path .. ": file: expected a plain file name such as main.py"
-    end
     r.path = path
     return r
 end

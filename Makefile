@@ -36,7 +36,7 @@ MODULE := build/lib/llmbox/core.so
 
 # Debian packages: what building needs, and what the specs need on top.
 DEPS_BUILD := gcc make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev lua-cjson python3
-DEPS_TEST  := lua-busted clang-format
+DEPS_TEST  := lua-busted clang-format luarocks
 
 .PHONY: all deps deps-test demo test lint format install uninstall clean paths
 

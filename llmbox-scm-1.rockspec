@@ -13,12 +13,13 @@ description = {
 dependencies = { "lua ~> 5.1", "lua-cjson" }
 build = {
    type = "make",
-   build_variables = { CFLAGS = "$(CFLAGS)", LUA_INCDIR = "$(LUA_INCDIR)" },
+   build_variables = { CFLAGS = "$(CFLAGS)" },
    install_variables = {
       PREFIX = "$(PREFIX)",
       BINDIR = "$(BINDIR)",
       LUADIR = "$(LUADIR)",
       LIBDIR = "$(LIBDIR)",
-      DATADIR = "$(PREFIX)/share/llmbox",
+      -- policies next to the Lua tree, where llmbox.policy looks for them
+      DATADIR = "$(LUADIR)/../../llmbox",
    },
 }

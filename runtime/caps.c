@@ -8,17 +8,20 @@
 
 int lb_caps_drop_all(lb_error *err)
 {
-	/* Lock the root fix-ups first (needs CAP_SETPCAP, which we still hold in the user namespace):
-	 * exec can then never grant capabilities back, even to a uid 0 that does not exist here. */
+	/* Lock the root fix-ups first (needs CAP_SETPCAP, which we still hold in the user
+	 * namespace): exec can then never grant capabilities back, even to a uid 0 that does not
+	 * exist here. */
 	if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-					 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED) < 0 &&
+					     SECBIT_NO_SETUID_FIXUP_LOCKED |
+					     SECBIT_KEEP_CAPS_LOCKED) < 0 &&
 	    errno != EPERM)
 		return lb_fail(err, errno, "prctl(PR_SET_SECUREBITS)");
 	for (cap_value_t c = 0; c <= CAP_LAST_CAP || cap_valid(c); c++) {
 		if (!CAP_IS_SUPPORTED(c))
 			continue;
 		if (cap_drop_bound(c) < 0 && errno != EINVAL)
-			return lb_fail(err, errno, "dropping capability %d from the bounding set", (int)c);
+			return lb_fail(err, errno, "dropping capability %d from the bounding set",
+				       (int)c);
 	}
 	if (cap_reset_ambient() < 0 && errno != EINVAL)
 		return lb_fail(err, errno, "clearing the ambient capabilities");

@@ -23,7 +23,7 @@ static inline void lb_freep(void *p)
 {
 	free(*(void **)p);
 }
-#define _cleanup_fd_ __attribute__((cleanup(lb_closep)))
+#define _cleanup_fd_   __attribute__((cleanup(lb_closep)))
 #define _cleanup_free_ __attribute__((cleanup(lb_freep)))
 
 static inline int lb_steal_fd(int *fd)
@@ -82,10 +82,10 @@ int lb_mkdirs_beneath(int dirfd, const char *path, unsigned mode);
 
 /* ---- cgroups (limits.c) ---- */
 typedef struct lb_cgroup {
-	int version;        /* 0: none */
-	char mem_dir[256];  /* per-run directories, "" when not used */
+	int version;	   /* 0: none */
+	char mem_dir[256]; /* per-run directories, "" when not used */
 	char pids_dir[256];
-	int procs_fd[2];    /* cgroup.procs of each, for the child to join */
+	int procs_fd[2]; /* cgroup.procs of each, for the child to join */
 } lb_cgroup;
 
 int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err);

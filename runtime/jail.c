@@ -31,7 +31,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#define STAGE "/tmp"
+#define STAGE	"/tmp"
 #define NEWROOT "/newroot"
 #define OLDROOT "/oldroot"
 
@@ -217,7 +217,7 @@ static void build_root(int report, int sync, const lb_jail_config *cfg)
 	/* Resolve bind sources in the host's view before the root moves: an absolute symlink such
 	 * as /etc/localtime -> /usr/share/zoneinfo/... would otherwise resolve against the staging
 	 * root. */
-	char (*src)[PATH_MAX] = calloc(cfg->n_ro ? cfg->n_ro : 1, PATH_MAX);
+	char(*src)[PATH_MAX] = calloc(cfg->n_ro ? cfg->n_ro : 1, PATH_MAX);
 	bool *is_dir = calloc(cfg->n_ro ? cfg->n_ro : 1, sizeof(bool));
 	if (!src || !is_dir)
 		lb_child_fail(report, ENOMEM, "out of memory");
@@ -229,10 +229,11 @@ static void build_root(int report, int sync, const lb_jail_config *cfg)
 				src[i][0] = '\0';
 				continue;
 			}
-			lb_child_fail(report, errno,
-				      "read-only path %s is not available on this host (remove it from "
-				      "the policy's filesystem.ro or mark it optional)",
-				      cfg->ro[i].src);
+			lb_child_fail(
+				report, errno,
+				"read-only path %s is not available on this host (remove it from "
+				"the policy's filesystem.ro or mark it optional)",
+				cfg->ro[i].src);
 		}
 		if (snprintf(src[i], PATH_MAX, OLDROOT "%s", real) >= PATH_MAX)
 			lb_child_fail(report, ENAMETOOLONG, "path %s", real);
@@ -267,9 +268,9 @@ static void build_root(int report, int sync, const lb_jail_config *cfg)
 	mount_tmpfs(report, NEWROOT "/tmp", tmp_opts, MS_NOSUID | MS_NODEV);
 	setup_dev(report, tmp_opts);
 
-	/* This /proc belongs to the setup pid namespace and goes empty when K1 exits; each run mounts
-	 * its own on top. Mounting it now, while the host's /proc is still reachable, is what lets
-	 * the kernel allow those later mounts. */
+	/* This /proc belongs to the setup pid namespace and goes empty when K1 exits; each run
+	 * mounts its own on top. Mounting it now, while the host's /proc is still reachable, is
+	 * what lets the kernel allow those later mounts. */
 	if (mkpath(NEWROOT "/proc", 0555) < 0 ||
 	    mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		lb_child_fail(report, errno, "mounting /proc");
@@ -337,7 +338,8 @@ lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err)
 	j->host_uid = root ? cfg->host_uid : geteuid();
 	j->host_gid = root ? cfg->host_gid : getegid();
 	if (root && j->host_uid == 0) {
-		lb_fail(err, EINVAL, "refusing to map the sandbox user to host root (host_uid = 0)");
+		lb_fail(err, EINVAL,
+			"refusing to map the sandbox user to host root (host_uid = 0)");
 		goto fail;
 	}
 	if (pipe2(report, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0) {
@@ -370,8 +372,8 @@ lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err)
 		char c;
 		if (read(sync[0], &c, 1) != 1) /* maps written */
 			_exit(127);
-		/* Become the mapped sandbox ids (capabilities in the new namespace stay): files made
-		 * on this jail's tmpfs need an owner that exists inside it. */
+		/* Become the mapped sandbox ids (capabilities in the new namespace stay): files
+		 * made on this jail's tmpfs need an owner that exists inside it. */
 		if (setresgid(LB_SANDBOX_GID, LB_SANDBOX_GID, LB_SANDBOX_GID) < 0 ||
 		    setresuid(LB_SANDBOX_UID, LB_SANDBOX_UID, LB_SANDBOX_UID) < 0)
 			lb_child_fail(report[1], errno, "switching to the sandbox ids");

@@ -5,7 +5,9 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -35,7 +37,8 @@ static uint64_t read_key(const char *dir, const char *file, const char *key)
 	if (read_small(path, buf, sizeof buf) < 0)
 		return 0;
 	size_t kl = strlen(key);
-	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+	for (char *line = buf; line && *line;
+	     line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
 		if (strncmp(line, key, kl) == 0 && line[kl] == ' ')
 			return strtoull(line + kl + 1, NULL, 10);
 	return 0;
@@ -116,6 +119,26 @@ int lb_cgroup_detect(bool *memory, bool *pids, char *note, size_t note_len)
 	return 0;
 }
 
+/* Removes per-run cgroups left by a caller that was killed mid-run (SIGKILL leaves no chance to
+ * clean up): their names carry the creating pid. */
+static void sweep_stale(const char *base)
+{
+	DIR *d = opendir(base);
+	if (!d)
+		return;
+	for (struct dirent *e; (e = readdir(d));) {
+		int pid;
+		if (sscanf(e->d_name, "run-%d-", &pid) != 1 || pid <= 0 || pid == getpid())
+			continue;
+		if (kill(pid, 0) < 0 && errno == ESRCH) {
+			char path[512];
+			snprintf(path, sizeof path, "%s/%s", base, e->d_name);
+			rmdir(path);
+		}
+	}
+	closedir(d);
+}
+
 static int make_run_dir(char *out, size_t len, const char *base, lb_error *err)
 {
 	static unsigned counter;
@@ -123,8 +146,9 @@ static int make_run_dir(char *out, size_t len, const char *base, lb_error *err)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (mkdir(base, 0755) < 0 && errno != EEXIST)
 		return lb_fail(err, errno, "creating cgroup %s", base);
-	snprintf(out, len, "%s/run-%d-%u-%ld", base, (int)getpid(), __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED),
-		 (long)ts.tv_nsec);
+	sweep_stale(base); /* a handful of entries at most: cheap enough for every run */
+	snprintf(out, len, "%s/run-%d-%u-%ld", base, (int)getpid(),
+		 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED), (long)ts.tv_nsec);
 	if (mkdir(out, 0755) < 0)
 		return lb_fail(err, errno, "creating cgroup %s", out);
 	return 0;
@@ -151,7 +175,8 @@ int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err)
 			(void)write_value(parent, "cgroup.subtree_control", "+memory +pids");
 		}
 		if (write_value(base, "cgroup.subtree_control", "+memory +pids") < 0)
-			return lb_fail(err, errno, "enabling memory and pids controllers in %s", base);
+			return lb_fail(err, errno, "enabling memory and pids controllers in %s",
+				       base);
 		if (make_run_dir(cg->mem_dir, sizeof cg->mem_dir, base, err) < 0)
 			return -1;
 		if (lim->memory) {
@@ -182,7 +207,8 @@ int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err)
 				if (write_value(cg->mem_dir, "memory.limit_in_bytes", value) < 0)
 					return lb_fail(err, errno, "setting the memory limit in %s",
 						       cg->mem_dir);
-				(void)write_value(cg->mem_dir, "memory.memsw.limit_in_bytes", value);
+				(void)write_value(cg->mem_dir, "memory.memsw.limit_in_bytes",
+						  value);
 			}
 			char path[512];
 			snprintf(path, sizeof path, "%s/cgroup.procs", cg->mem_dir);
@@ -238,7 +264,8 @@ void lb_cgroup_destroy(lb_cgroup *cg)
 	for (int i = 0; i < 2; i++) {
 		if (!dirs[i][0])
 			continue;
-		/* The run's processes are all reaped, but the kernel may need a moment to let go. */
+		/* The run's processes are all reaped, but the kernel may need a moment to let go.
+		 */
 		for (int tries = 0; tries < 200 && rmdir(dirs[i]) < 0 && errno == EBUSY; tries++) {
 			struct timespec ts = {0, 1000000};
 			nanosleep(&ts, NULL);
@@ -269,9 +296,9 @@ int lb_apply_rlimits(const lb_limits *lim, bool memory_in_cgroup, lb_error *err)
 		struct rlimit cur;
 		getrlimit(r[i].res, &cur);
 		struct rlimit want = {r[i].soft, r[i].hard};
-		/* Lowering is always allowed; a limit above the current hard one cannot be set (root
-		 * here may lack CAP_SYS_RESOURCE), and silently keeping a smaller one is fine:
-		 * it is stricter than asked. */
+		/* Lowering is always allowed; a limit above the current hard one cannot be set
+		 * (root here may lack CAP_SYS_RESOURCE), and silently keeping a smaller one is
+		 * fine: it is stricter than asked. */
 		if (cur.rlim_max != RLIM_INFINITY && want.rlim_max > cur.rlim_max)
 			want.rlim_max = cur.rlim_max;
 		if (want.rlim_cur > want.rlim_max)

@@ -7,9 +7,8 @@
  *   lb_jail *j = lb_jail_open(&jail_config, &err);              // one live jail = one session
  *   lb_result r;
  *   lb_run(j, &run_spec, f, &r, &err);                          // any number of runs
- *   lb_put_file(j, "/sandbox/in.txt", data, len, 0644, &err);   // file transfer, beneath the workspace
- *   lb_jail_close(j);  // destroys the jail and its workspace
- *   lb_filter_free(f);
+ *   lb_put_file(j, "/sandbox/in.txt", data, len, 0644, &err);   // file transfer, beneath the
+ * workspace lb_jail_close(j);  // destroys the jail and its workspace lb_filter_free(f);
  *
  * Every function returns 0 (or a non-NULL handle) on success and -1 (or NULL) on failure, with
  * `err` filled: errors are returned, never turned into exit(), because the caller may be a daemon,
@@ -35,18 +34,18 @@
 #define LB_SANDBOX_GID 1000
 
 typedef struct lb_error {
-	int code;       /* errno-style cause, 0 when not applicable */
+	int code;	/* errno-style cause, 0 when not applicable */
 	char msg[1024]; /* human-readable: what failed, with its arguments, and how to fix it */
 } lb_error;
 
 /* ---- seccomp filters (seccomp.c) ---- */
 
 typedef struct lb_syscall_policy {
-	bool default_allow;        /* true: deny-list mode; false: allow-list mode */
-	bool kill;                 /* refused calls kill the process instead of failing with EPERM */
-	const char *const *deny;   /* syscall names, refused in deny-list mode */
+	bool default_allow;	 /* true: deny-list mode; false: allow-list mode */
+	bool kill;		 /* refused calls kill the process instead of failing with EPERM */
+	const char *const *deny; /* syscall names, refused in deny-list mode */
 	size_t n_deny;
-	const char *const *allow;  /* syscall names, allowed in allow-list mode */
+	const char *const *allow; /* syscall names, allowed in allow-list mode */
 	size_t n_allow;
 	bool deny_namespace_clone; /* clone() with CLONE_NEW* flags, and clone3 (opaque args) */
 	const unsigned long *deny_ioctls; /* ioctl request numbers, compared on their low 32 bits */
@@ -67,16 +66,16 @@ unsigned long lb_ioctl_number(const char *name);
 typedef struct lb_mount {
 	const char *src; /* host path */
 	const char *dst; /* path inside the jail */
-	bool optional;   /* skip silently when src does not exist on the host */
+	bool optional;	 /* skip silently when src does not exist on the host */
 } lb_mount;
 
 typedef struct lb_jail_config {
 	const lb_mount *ro; /* read-only bind mounts */
 	size_t n_ro;
 	uint64_t workspace_size; /* bytes, tmpfs at /sandbox (kept across runs of one jail) */
-	uint64_t tmp_size;       /* bytes, tmpfs at /tmp and at /dev/shm */
-	const char *hostname;    /* NULL: "llmbox" */
-	uid_t host_uid;          /* used when the caller is root: the unprivileged host uid to map to */
+	uint64_t tmp_size;	 /* bytes, tmpfs at /tmp and at /dev/shm */
+	const char *hostname;	 /* NULL: "llmbox" */
+	uid_t host_uid; /* used when the caller is root: the unprivileged host uid to map to */
 	gid_t host_gid;
 } lb_jail_config;
 
@@ -88,13 +87,13 @@ void lb_jail_close(lb_jail *j);
 /* ---- runs (supervisor.c) ---- */
 
 typedef struct lb_limits {
-	double timeout;       /* wall clock seconds, 0 = none */
-	double cpu;           /* CPU seconds, 0 = none */
-	uint64_t memory;      /* bytes, 0 = none */
-	uint64_t processes;   /* 0 = none */
-	uint64_t open_files;  /* 0 = inherit */
-	uint64_t file_size;   /* bytes, 0 = none */
-	uint64_t output;      /* bytes of stdout+stderr kept; more kills the run; 0 = none */
+	double timeout;	     /* wall clock seconds, 0 = none */
+	double cpu;	     /* CPU seconds, 0 = none */
+	uint64_t memory;     /* bytes, 0 = none */
+	uint64_t processes;  /* 0 = none */
+	uint64_t open_files; /* 0 = inherit */
+	uint64_t file_size;  /* bytes, 0 = none */
+	uint64_t output;     /* bytes of stdout+stderr kept; more kills the run; 0 = none */
 } lb_limits;
 
 typedef struct lb_file {
@@ -112,10 +111,11 @@ typedef int (*lb_output_fn)(void *ud, enum lb_stream stream, const char *buf, si
 typedef struct lb_run_spec {
 	const char *const *argv; /* NULL-terminated; argv[0] is searched in PATH from envp */
 	const char *const *envp; /* NULL-terminated, the complete environment */
-	const char *cwd;         /* NULL: /sandbox */
-	const char *stdin_data;  /* NULL: /dev/null */
+	const char *cwd;	 /* NULL: /sandbox */
+	const char *stdin_data;	 /* NULL: /dev/null */
 	size_t stdin_len;
-	const lb_file *files; /* written inside the jail, as the sandbox user, before the program starts */
+	const lb_file *
+		files; /* written inside the jail, as the sandbox user, before the program starts */
 	size_t n_files;
 	lb_limits limits;
 	lb_output_fn on_output;
@@ -135,14 +135,15 @@ enum lb_limit {
 const char *lb_limit_name(enum lb_limit l);
 
 typedef struct lb_result {
-	int exit_code;   /* the program's exit status, or 128 + signal */
-	int signal;      /* signal that ended the program, 0 if it exited */
+	int exit_code; /* the program's exit status, or 128 + signal */
+	int signal;    /* signal that ended the program, 0 if it exited */
 	enum lb_limit limit;
-	bool truncated;  /* output was cut at limits.output */
+	bool truncated; /* output was cut at limits.output */
 	double duration_ms;
 	double cpu_ms;
 	uint64_t max_rss; /* bytes; peak of the cgroup when one is used */
-	char *out;        /* captured stdout (malloc'd, NUL-terminated, may contain NULs); free with lb_result_free */
+	char *out;	  /* captured stdout (malloc'd, NUL-terminated, may contain NULs); free with
+			     lb_result_free */
 	size_t out_len;
 	char *err;
 	size_t err_len;
@@ -162,13 +163,13 @@ int lb_get_file(lb_jail *j, const char *jail_path, int host_fd, uint64_t max_byt
 
 typedef struct lb_probe {
 	bool is_root;
-	bool userns;          /* an unprivileged-style user namespace can be created */
+	bool userns; /* an unprivileged-style user namespace can be created */
 	char userns_error[256];
 	bool seccomp;
-	bool mount_setattr;   /* kernel >= 5.12 */
-	bool openat2;         /* kernel >= 5.6 */
-	int cgroup_version;   /* 0 none usable, 1, 2 */
-	bool cgroup_memory;   /* a memory controller we may write to */
+	bool mount_setattr; /* kernel >= 5.12 */
+	bool openat2;	    /* kernel >= 5.6 */
+	int cgroup_version; /* 0 none usable, 1, 2 */
+	bool cgroup_memory; /* a memory controller we may write to */
 	bool cgroup_pids;
 	char cgroup_note[256];
 	char kernel[160];

@@ -342,13 +342,14 @@ static int l_copy(lua_State *L, bool in)
 	int fd = in ? open(host, O_RDONLY | O_CLOEXEC | O_NOCTTY)
 		    : open(host, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
 	if (fd < 0) {
-		lb_fail(&err, errno, "%s %s: %s", in ? "reading" : "writing", host, strerror(errno));
+		lb_fail(&err, errno, "%s %s: %s", in ? "reading" : "writing", host,
+			strerror(errno));
 		return push_error(L, &err);
 	}
 	int r = in ? s->backend->copy_in(s->handle, path, fd, (unsigned)luaL_optinteger(L, 4, 0644),
 					 &err)
-		   : s->backend->copy_out(s->handle, path, fd,
-					  (uint64_t)luaL_optnumber(L, 4, 0), &err);
+		   : s->backend->copy_out(s->handle, path, fd, (uint64_t)luaL_optnumber(L, 4, 0),
+					  &err);
 	close(fd);
 	if (r < 0) {
 		if (!in)
@@ -494,9 +495,9 @@ static int l_listdir(lua_State *L)
 
 int luaopen_llmbox_core(lua_State *L)
 {
-	static const luaL_Reg session_methods[] = {
-		{"run", l_run},	    {"copy_in", l_copy_in}, {"copy_out", l_copy_out},
-		{"close", l_close}, {"closed", l_closed},   {NULL, NULL}};
+	static const luaL_Reg session_methods[] = {{"run", l_run},	     {"copy_in", l_copy_in},
+						   {"copy_out", l_copy_out}, {"close", l_close},
+						   {"closed", l_closed},     {NULL, NULL}};
 	static const luaL_Reg funcs[] = {{"open", l_open},
 					 {"backends", l_backends},
 					 {"probe", l_probe},

@@ -50,9 +50,10 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, lb_e
 {
 	int nr = lb_syscall_number(name);
 	if (nr < 0)
-		return lb_fail(err, EINVAL,
-			       "unknown syscall \"%s\" in the policy (not a syscall of this architecture)",
-			       name);
+		return lb_fail(
+			err, EINVAL,
+			"unknown syscall \"%s\" in the policy (not a syscall of this architecture)",
+			name);
 	int r = seccomp_rule_add(ctx, action, nr, 0);
 	/* -EEXIST: the same rule twice (e.g. listed twice); harmless. */
 	if (r < 0 && r != -EEXIST)
@@ -62,7 +63,7 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, lb_e
 
 /* Namespace-creating clone flags: any of them set means refuse. One rule per bit, because a masked
  * compare can only test "all bits of the mask equal the datum". */
-static const uint64_t ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,    CLONE_NEWNET,
+static const uint64_t ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,	 CLONE_NEWPID,	  CLONE_NEWNET,
 				    CLONE_NEWIPC,  CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME};
 
 static int add_clone_rules(scmp_filter_ctx ctx, const lb_syscall_policy *p, uint32_t deny,
@@ -100,8 +101,9 @@ static int add_ioctl_rules(scmp_filter_ctx ctx, const lb_syscall_policy *p, uint
 			   lb_error *err)
 {
 	for (size_t i = 0; i < p->n_deny_ioctls; i++) {
-		int r = seccomp_rule_add(ctx, deny, SCMP_SYS(ioctl), 1,
-					 SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, p->deny_ioctls[i]));
+		int r = seccomp_rule_add(
+			ctx, deny, SCMP_SYS(ioctl), 1,
+			SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, p->deny_ioctls[i]));
 		if (r < 0)
 			return lb_fail(err, -r, "seccomp rule for ioctl 0x%lx", p->deny_ioctls[i]);
 	}
@@ -139,7 +141,8 @@ lb_filter *lb_filter_build(const lb_syscall_policy *p, lb_error *err)
 		for (size_t i = 0; i < p->n_allow; i++) {
 			const char *n = p->allow[i];
 			/* clone and ioctl get conditional rules below. */
-			if ((p->deny_namespace_clone && (!strcmp(n, "clone") || !strcmp(n, "clone3"))) ||
+			if ((p->deny_namespace_clone &&
+			     (!strcmp(n, "clone") || !strcmp(n, "clone3"))) ||
 			    (p->n_deny_ioctls && !strcmp(n, "ioctl")))
 				continue;
 			if (add_rule(ctx, SCMP_ACT_ALLOW, n, err) < 0)
@@ -156,8 +159,9 @@ lb_filter *lb_filter_build(const lb_syscall_policy *p, lb_error *err)
 			 * containment specs check TIOCSTI under both kinds of policy. */
 			if (add_ioctl_rules(ctx, p, deny, err) < 0)
 				goto out;
-			int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-						 SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffff00000000ULL, 0));
+			int r = seccomp_rule_add(
+				ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+				SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffff00000000ULL, 0));
 			if (r < 0) {
 				lb_fail(err, -r, "seccomp rule for ioctl");
 				goto out;

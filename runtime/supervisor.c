@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -43,7 +44,7 @@ struct status_msg {
 
 const char *lb_limit_name(enum lb_limit l)
 {
-	static const char *const names[] = {NULL,	"timeout", "cpu",	"memory",
+	static const char *const names[] = {NULL,	 "timeout", "cpu",	"memory",
 					    "processes", "output",  "file_size"};
 	return (unsigned)l < sizeof names / sizeof names[0] ? names[l] : NULL;
 }
@@ -223,6 +224,30 @@ static void enter_and_fork(lb_jail *j, const lb_run_spec *spec, const lb_filter 
 	_exit(0);
 }
 
+/* A program that exits without reading its stdin must not kill the caller (an nginx worker, a
+ * daemon) with SIGPIPE: block it in this thread around the write and discard it if raised. */
+static ssize_t write_nosigpipe(int fd, const void *buf, size_t len)
+{
+	sigset_t pipe_set, old;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	bool was_pending = false;
+	sigset_t pending;
+	if (sigpending(&pending) == 0)
+		was_pending = sigismember(&pending, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	ssize_t n = write(fd, buf, len);
+	int saved = errno;
+	if (n < 0 && errno == EPIPE && !was_pending) {
+		struct timespec zero = {0, 0};
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+	return n;
+}
+
 struct buf {
 	char *data;
 	size_t len, cap;
@@ -286,8 +311,8 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 	}
 	if (c1 == 0) {
 		struct child_fds fds = {in[0], out[1], errp[1], status[1], report[1], -1};
-		int keep[16] = {in[0], out[1], errp[1], status[1], report[1], cg.procs_fd[0],
-				cg.procs_fd[1]};
+		int keep[16] = {in[0],	   out[1],	   errp[1],	  status[1],
+				report[1], cg.procs_fd[0], cg.procs_fd[1]};
 		lb_close_fds_except(keep, lb_jail_keep_fds(j, keep, 7));
 		enter_and_fork(j, spec, filter, &fds, &cg, parent);
 	}
@@ -373,7 +398,8 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 				continue;
 			}
 			if (spec->on_output && !aborted &&
-			    spec->on_output(spec->ud, i == 0 ? LB_STDOUT : LB_STDERR, chunk, keep)) {
+			    spec->on_output(spec->ud, i == 0 ? LB_STDOUT : LB_STDERR, chunk,
+					    keep)) {
 				lb_fail(err, ECANCELED, "the output callback failed");
 				KILL_TREE();
 				aborted = true;
@@ -395,8 +421,8 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 			}
 		}
 		if (fdv[3] >= 0 && (p[3].revents & (POLLOUT | POLLERR | POLLHUP))) {
-			ssize_t w = write(fdv[3], spec->stdin_data + stdin_off,
-					  spec->stdin_len - stdin_off);
+			ssize_t w = write_nosigpipe(fdv[3], spec->stdin_data + stdin_off,
+						    spec->stdin_len - stdin_off);
 			if (w > 0)
 				stdin_off += (size_t)w;
 			if ((w < 0 && errno != EAGAIN && errno != EINTR) ||
@@ -450,11 +476,11 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 			res->signal = WTERMSIG(st);
 			res->exit_code = 128 + res->signal;
 		}
-		res->cpu_ms = (double)final.ru.ru_utime.tv_sec * 1e3 +
-			      (double)final.ru.ru_utime.tv_usec / 1e3 +
-			      (double)final.ru.ru_stime.tv_sec * 1e3 +
-			      (double)final.ru.ru_stime.tv_usec / 1e3;
-		res->max_rss = (uint64_t)final.ru.ru_maxrss * 1024;
+		res->cpu_ms = (double) final.ru.ru_utime.tv_sec * 1e3 +
+			      (double) final.ru.ru_utime.tv_usec / 1e3 +
+			      (double) final.ru.ru_stime.tv_sec * 1e3 +
+			      (double) final.ru.ru_stime.tv_usec / 1e3;
+		res->max_rss = (uint64_t) final.ru.ru_maxrss * 1024;
 	} else {
 		res->signal = SIGKILL;
 		res->exit_code = 128 + SIGKILL;

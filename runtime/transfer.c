@@ -24,10 +24,11 @@ static int workspace_relative(const char *path, const char **rel, lb_error *err)
 {
 	if (path[0] == '/') {
 		if (strncmp(path, "/sandbox/", 9) != 0)
-			return lb_fail(err, EINVAL,
-				       "path %s is outside the workspace: use a path under /sandbox/ "
-				       "or one relative to it",
-				       path);
+			return lb_fail(
+				err, EINVAL,
+				"path %s is outside the workspace: use a path under /sandbox/ "
+				"or one relative to it",
+				path);
 		path += 9;
 	}
 	while (*path == '/')
@@ -103,21 +104,24 @@ static int transfer(lb_jail *j, const char *jail_path, int host_fd, bool to_jail
 			_cleanup_fd_ int fd =
 				lb_open_beneath(ws, rel, O_WRONLY | O_CREAT | O_TRUNC, mode);
 			if (fd < 0)
-				lb_child_fail(rep, errno,
-					      "opening /sandbox/%s for writing (symlinks and \"..\" "
-					      "are refused)",
-					      rel);
+				lb_child_fail(
+					rep, errno,
+					"opening /sandbox/%s for writing (symlinks and \"..\" "
+					"are refused)",
+					rel);
 			if (copy_fd(host_fd, fd, 0, &too_big) < 0)
 				lb_child_fail(rep, errno, "writing /sandbox/%s", rel);
 		} else {
 			_cleanup_fd_ int fd = lb_open_beneath(ws, rel, O_RDONLY, 0);
 			struct stat st;
 			if (fd < 0)
-				lb_child_fail(rep, errno,
-					      "opening /sandbox/%s (symlinks and \"..\" are refused)",
-					      rel);
+				lb_child_fail(
+					rep, errno,
+					"opening /sandbox/%s (symlinks and \"..\" are refused)",
+					rel);
 			if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-				lb_child_fail(rep, EISDIR, "/sandbox/%s is not a regular file", rel);
+				lb_child_fail(rep, EISDIR, "/sandbox/%s is not a regular file",
+					      rel);
 			if (copy_fd(fd, host_fd, max, &too_big) < 0)
 				lb_child_fail(rep, errno, "copying /sandbox/%s%s", rel,
 					      too_big ? " (larger than allowed)" : "");

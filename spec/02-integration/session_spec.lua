@@ -85,6 +85,13 @@ print("second", flush=True)
         assert.equal("['a b', '--x'] HELLO\n", r.stdout)
     end)
 
+    it("survives a program that exits without reading its stdin (no SIGPIPE in the caller)", function()
+        local r = assert(s:exec({ "head", "-c", "5" }, { stdin = string.rep("y", 8 * 1024 * 1024) }))
+        assert.equal("yyyyy", r.stdout)
+        r = assert(s:exec({ "true" }, { stdin = string.rep("x", 8 * 1024 * 1024) }))
+        assert.equal(0, r.exit_code)
+    end)
+
     it("execs argv and shell strings with the same result shape", function()
         local r = assert(s:exec({ "echo", "hi there" }))
         assert.equal("hi there\n", r.stdout)

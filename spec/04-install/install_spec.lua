@@ -1,0 +1,52 @@
+-- make install and luarocks make produce a working CLI and a module plain LuaJIT can load.
+local helpers = require "spec.helpers"
+local q = helpers.shell_quote
+
+local function sh(cmd)
+    local out = os.tmpname()
+    local ok = os.execute("(" .. cmd .. ") >" .. out .. " 2>&1 </dev/null")
+    local text = helpers.read(out)
+    os.remove(out)
+    return ok == 0 or ok == true, text
+end
+
+describe("installation", function()
+    it("make install PREFIX DESTDIR: CLI, C module, Lua tree and policies", function()
+        local dest = os.tmpname()
+        os.remove(dest)
+        local ok, out = sh("make -s install PREFIX=/opt/llmbox DESTDIR=" .. q(dest))
+        assert.is_true(ok, out)
+        local root = dest .. "/opt/llmbox"
+        for _, f in ipairs({ "/bin/llmbox", "/lib/lua/5.1/llmbox/core.so", "/share/lua/5.1/llmbox/init.lua",
+            "/share/lua/5.1/llmbox/recipes/python.lua", "/share/llmbox/policies/default.lua" }) do
+            assert.is_truthy(helpers.read(root .. f), "missing " .. f)
+        end
+        -- the installed binary finds its Lua tree and policies next to itself
+        ok, out = sh(q(root .. "/bin/llmbox") .. " run -p strict -c 'print(6*7)'")
+        assert.is_true(ok, out)
+        assert.equal("42\n", out)
+        -- plain LuaJIT loads the installed module
+        ok, out = sh("cd / && LUA_PATH=" .. q(root .. "/share/lua/5.1/?.lua;" .. root .. "/share/lua/5.1/?/init.lua;;")
+            .. " LUA_CPATH=" .. q(root .. "/lib/lua/5.1/?.so;;")
+            .. [[ luajit -e 'local llmbox = require "llmbox"; local r = assert(llmbox.run("print(1+1)")); io.write(r.stdout)']])
+        assert.is_true(ok, out)
+        assert.equal("2\n", out)
+        sh("rm -rf " .. q(dest))
+    end)
+
+    it("luarocks make with the rockspec", function()
+        local tree = os.tmpname()
+        os.remove(tree)
+        local ok, out = sh("luarocks --lua-version=5.1 make --tree=" .. q(tree) .. " llmbox-scm-1.rockspec")
+        assert.is_true(ok, out)
+        ok, out = sh(q(tree .. "/bin/llmbox") .. " run -c 'print(\"rock\")'")
+        assert.is_true(ok, out)
+        assert.equal("rock\n", out)
+        ok, out = sh("cd / && LUA_PATH=" .. q(tree .. "/share/lua/5.1/?.lua;" .. tree .. "/share/lua/5.1/?/init.lua;;")
+            .. " LUA_CPATH=" .. q(tree .. "/lib/lua/5.1/?.so;;")
+            .. [[ luajit -e 'print(require("llmbox").VERSION)']])
+        assert.is_true(ok, out)
+        assert.matches("^%d+%.%d+%.%d+", out)
+        sh("rm -rf " .. q(tree))
+    end)
+end)

@@ -8,11 +8,11 @@
 #include "../runtime/llmbox.h"
 
 enum lb_backend_cap {
-	LB_CAP_POOL = 1 << 0,                 /* sessions may be pre-created and pooled */
+	LB_CAP_POOL = 1 << 0,		      /* sessions may be pre-created and pooled */
 	LB_CAP_PERSISTENT_WORKSPACE = 1 << 1, /* /sandbox survives across runs of a session */
-	LB_CAP_NETWORK_POLICY = 1 << 2,       /* network can be cut to loopback */
-	LB_CAP_SECCOMP = 1 << 3,              /* the policy's syscall rules are enforced */
-	LB_CAP_IMAGES = 1 << 4,               /* runs inside container images */
+	LB_CAP_NETWORK_POLICY = 1 << 2,	      /* network can be cut to loopback */
+	LB_CAP_SECCOMP = 1 << 3,	      /* the policy's syscall rules are enforced */
+	LB_CAP_IMAGES = 1 << 4,		      /* runs inside container images */
 };
 
 typedef struct lb_open_config {

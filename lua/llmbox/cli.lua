@@ -92,6 +92,7 @@ local function parse(args, spec)
             pos[#pos + 1] = a
             -- After the FILE argument, everything belongs to the program.
             if spec._stop_at_positional then
+                if args[i + 1] == "--" then i = i + 1 end
                 opts.rest = { unpack(args, i + 1) }
                 break
             end

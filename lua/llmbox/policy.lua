@@ -44,6 +44,7 @@ local jit_off = jit and jit.off
 local table_concat = table.concat
 local table_sort = table.sort
 local string_format = string.format
+local string_find = string.find
 
 local quote = schema.quote
 local deep_copy = schema.deep_copy
@@ -283,7 +284,7 @@ local function lua_pattern_error(p)
     if depth > 0 then
         return "unfinished capture"
     end
-    local ok, err = pcall(string.find, "", p)
+    local ok, err = pcall(string_find, "", p)
     if not ok then
         return err
     end
@@ -429,12 +430,15 @@ _M.schema = POLICY
 -- ---------------------------------------------------------------------------------------------
 -- where policies live
 
-local function module_dir()
+-- resolved once, at require time: package.path entries are often relative ("lua/?.lua") and
+-- would point elsewhere after a chdir
+local MODULE_DIR
+do
     local src = debug_getinfo(1, "S").source
-    if src:sub(1, 1) ~= "@" then
-        return nil
+    if src:sub(1, 1) == "@" then
+        local d = dirname(src:sub(2))
+        MODULE_DIR = realpath(d) or d
     end
-    return dirname(src:sub(2))
 end
 
 local function env_lookup(env)
@@ -458,7 +462,7 @@ function _M.dirs(env)
             candidates[#candidates + 1] = entry
         end
     end
-    local mdir = module_dir()
+    local mdir = MODULE_DIR
     if mdir then
         candidates[#candidates + 1] = mdir .. "/../../policies"         -- repository layout
         candidates[#candidates + 1] = mdir .. "/../../../llmbox/policies" -- $PREFIX/share/llmbox
@@ -568,7 +572,8 @@ local function sandbox_env()
     }
 end
 
-local TIMEOUT = {} -- sentinel raised by the hook
+-- raised by the hook; a string, so that it reads well should it ever surface
+local TIMEOUT = "llmbox.policy: policy file timed out"
 
 local function run_file(path)
     local chunk, err = loadfile(path)
@@ -581,14 +586,19 @@ local function run_file(path)
     if jit_off then
         jit_off(chunk, true)
     end
+    local source = "@" .. path
     local limit = _M.load_timeout
     local start = os_clock()
     local old_hook, old_mask, old_count = debug_gethook()
+    -- The hook may also fire in our own code just before it is removed: it only raises while
+    -- the policy file's own code is running (the file has no pcall, so the error unwinds
+    -- straight to ours).
     debug_sethook(function()
         if os_clock() - start > limit then
-            -- keep firing: anything the file does next also fails
-            debug_sethook(function() error(TIMEOUT, 0) end, "", 1)
-            error(TIMEOUT, 0)
+            local info = debug_getinfo(2, "S")
+            if info and info.source == source then
+                error(TIMEOUT, 0)
+            end
         end
     end, "", 1000)
     local ok, ret = pcall(chunk)

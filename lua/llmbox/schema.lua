@@ -38,6 +38,7 @@ local error = error
 local math_floor = math.floor
 local math_huge = math.huge
 local math_min = math.min
+local math_max = math.max
 local string_format = string.format
 local string_byte = string.byte
 local string_lower = string.lower
@@ -175,7 +176,7 @@ function _M.suggest(word, candidates)
             best, best_d = c, d
         end
     end
-    if best and best_d <= math.max(1, math_min(3, math_floor(#word / 3))) then
+    if best and best_d <= math_max(1, math_min(3, math_floor(#word / 3))) then
         return best
     end
     return nil

@@ -19,7 +19,7 @@ build = {
       BINDIR = "$(BINDIR)",
       LUADIR = "$(LUADIR)",
       LIBDIR = "$(LIBDIR)",
-      -- policies next to the Lua tree, where llmbox.policy looks for them
-      DATADIR = "$(LUADIR)/../../llmbox",
+      -- LuaRocks deploys only lua/, lib/ and bin/: the policies go inside the Lua tree
+      DATADIR = "$(LUADIR)/llmbox",
    },
 }

@@ -466,6 +466,7 @@ function _M.dirs(env)
     if mdir then
         candidates[#candidates + 1] = mdir .. "/../../policies"         -- repository layout
         candidates[#candidates + 1] = mdir .. "/../../../llmbox/policies" -- $PREFIX/share/llmbox
+        candidates[#candidates + 1] = mdir .. "/policies"                 -- a LuaRocks tree
     end
     local out, seen = {}, {}
     for _, c in ipairs(candidates) do

@@ -15,6 +15,6 @@ return function(options)
             end
         end
         return nil, true
-    end, { priority = 0 })
+    end)
     return handler
 end

@@ -26,6 +26,15 @@ function _M.open(policy, recipe)
             .. "\"none\" (loopback only)"):format(policy.name, policy.network.mode)
     end
     local sc = policy.syscalls
+    -- Resolve names here so a typo is reported with the policy file and the key, not just by C.
+    for _, list in ipairs({ "deny", "allow" }) do
+        for i, name in ipairs(sc[list] or {}) do
+            if not core.syscall_number(name) then
+                return nil, ("policy %q (%s): syscalls.%s[%d]: unknown syscall %q on this architecture")
+                    :format(policy.name, tostring(policy.path), list, i, name)
+            end
+        end
+    end
     return core.open("native", {
         ro = ro_mounts(policy, recipe),
         workspace = policy.limits.workspace,

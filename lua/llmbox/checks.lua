@@ -113,6 +113,30 @@ local function line_end(s, i)
     return j - 1
 end
 
+-- Here-document bodies (shell <<WORD, ruby <<~WORD) start after the line that opened them and
+-- are data, recorded as string segments. `strip` is a pattern removed from a body line before it
+-- is compared with the terminator (<<- strips tabs, <<~ and <<- in ruby any indentation).
+local function skip_heredoc_bodies(s, i, n, heredocs, segs)
+    for _, h in ipairs(heredocs) do
+        local body_start, body_end = i, n
+        while i <= n do
+            local e = line_end(s, i)
+            local line = string_sub(s, i, e)
+            if h.strip then
+                line = line:gsub(h.strip, "")
+            end
+            if line == h.word then
+                body_end = i - 1
+                i = e + 2
+                break
+            end
+            i = e + 2
+        end
+        emit(segs, "str", body_start, math_min(body_end, n))
+    end
+    return i
+end
+
 -- ---------------------------------------------------------------------------------------------
 -- Python
 
@@ -282,7 +306,7 @@ local function scan_shell(s, segs)
             if word then
                 local quoted = word:find("[\"'\\]") ~= nil
                 word = word:gsub("[\"'\\]", "")
-                heredocs[#heredocs + 1] = { word = word, strip = dash == "-", quoted = quoted }
+                heredocs[#heredocs + 1] = { word = word, strip = dash == "-" and "^\t+" or nil, quoted = quoted }
                 i = after
             else
                 i = i + 2
@@ -290,25 +314,7 @@ local function scan_shell(s, segs)
         elseif c == B_NL and #heredocs > 0 then
             -- the bodies follow this line, one after another; they are data, not commands
             -- (unquoted ones still expand $(...), which stays visible to the patterns)
-            i = i + 1
-            for _, h in ipairs(heredocs) do
-                local body_start = i
-                local body_end = n
-                while i <= n do
-                    local e = line_end(s, i)
-                    local line = string_sub(s, i, e)
-                    if h.strip then
-                        line = line:gsub("^\t+", "")
-                    end
-                    if line == h.word then
-                        body_end = i - 1
-                        i = e + 2
-                        break
-                    end
-                    i = e + 2
-                end
-                emit(segs, "str", body_start, math_min(body_end, n))
-            end
+            i = skip_heredoc_bodies(s, i + 1, n, heredocs, segs)
             heredocs = {}
         else
             i = i + 1
@@ -594,32 +600,14 @@ rb_code = function(s, i, segs, in_field)
             and s:match("^<<[~%-]?[%u_\"'`]", i) then
             local indent, word, after = s:match("^<<([~%-]?)[\"'`]?([%w_]+)[\"'`]?()", i)
             if word then
-                heredocs[#heredocs + 1] = { word = word, indent = indent ~= "" }
+                heredocs[#heredocs + 1] = { word = word, strip = indent ~= "" and "^%s+" or nil }
                 i = after
             else
                 i = i + 2
             end
             last_char = B_LT
         elseif c == B_NL and #heredocs > 0 then
-            i = i + 1
-            for _, h in ipairs(heredocs) do
-                local body_start = i
-                local body_end = n
-                while i <= n do
-                    local e = line_end(s, i)
-                    local line = string_sub(s, i, e)
-                    if h.indent then
-                        line = line:gsub("^%s+", "")
-                    end
-                    if line == h.word then
-                        body_end = i - 1
-                        i = e + 2
-                        break
-                    end
-                    i = e + 2
-                end
-                emit(segs, "str", body_start, math_min(body_end, n))
-            end
+            i = skip_heredoc_bodies(s, i + 1, n, heredocs, segs)
             heredocs = {}
         elseif is_word_byte(c) then
             local j = (string_find(s, "[^%w_?!\128-\255]", i)) or n + 1

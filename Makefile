@@ -14,13 +14,13 @@ LIBDIR  ?= $(PREFIX)/lib/lua/5.1
 DATADIR ?= $(PREFIX)/share/llmbox
 
 PKG_CONFIG ?= pkg-config
-PKGS    := luajit libseccomp libcap
+PKGS    := luajit libseccomp libcap libarchive
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 HARDEN  := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIC
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2
 DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap 2>/dev/null)
+DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive 2>/dev/null)
 LUA_LIBS   = $(shell $(PKG_CONFIG) --libs luajit 2>/dev/null)
 ALL_CFLAGS = $(WARN) $(HARDEN) $(CFLAGS) $(DEP_CFLAGS)
 ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
@@ -35,7 +35,7 @@ BIN    := build/bin/llmbox
 MODULE := build/lib/llmbox/core.so
 
 # Debian packages: what building needs, and what the specs need on top.
-DEPS_BUILD := gcc make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev lua-cjson python3
+DEPS_BUILD := gcc make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev lua-cjson python3
 DEPS_TEST  := lua-busted clang-format luarocks
 
 .PHONY: all deps deps-test demo test lint format install uninstall clean paths

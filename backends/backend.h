@@ -26,8 +26,11 @@ typedef struct lb_backend {
 	/* Returns an opaque session owned by the caller, released with close(). */
 	void *(*open)(const lb_open_config *cfg, lb_error *err);
 	int (*run)(void *session, const lb_run_spec *spec, lb_result *res, lb_error *err);
-	int (*copy_in)(void *session, const char *path, int host_fd, unsigned mode, lb_error *err);
-	int (*copy_out)(void *session, const char *path, int host_fd, uint64_t max, lb_error *err);
+	/* Files and directories; `skipped` lists entries that were not copied (see llmbox.h). */
+	int (*copy_in)(void *session, const char *host_path, const char *path, unsigned mode,
+		       char *skipped, size_t skipped_len, lb_error *err);
+	int (*copy_out)(void *session, const char *path, const char *host_path, uint64_t max,
+			char *skipped, size_t skipped_len, lb_error *err);
 	void (*close)(void *session);
 } lb_backend;
 

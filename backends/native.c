@@ -43,14 +43,18 @@ static int native_run(void *s, const lb_run_spec *spec, lb_result *res, lb_error
 	return lb_run(n->jail, spec, n->filter, res, err);
 }
 
-static int native_copy_in(void *s, const char *path, int host_fd, unsigned mode, lb_error *err)
+static int native_copy_in(void *s, const char *host_path, const char *path, unsigned mode,
+			  char *skipped, size_t skipped_len, lb_error *err)
 {
-	return lb_put_file(((native_session *)s)->jail, path, host_fd, mode, err);
+	return lb_copy_in(((native_session *)s)->jail, host_path, path, mode, skipped, skipped_len,
+			  err);
 }
 
-static int native_copy_out(void *s, const char *path, int host_fd, uint64_t max, lb_error *err)
+static int native_copy_out(void *s, const char *path, const char *host_path, uint64_t max,
+			   char *skipped, size_t skipped_len, lb_error *err)
 {
-	return lb_get_file(((native_session *)s)->jail, path, host_fd, max, err);
+	return lb_copy_out(((native_session *)s)->jail, path, host_path, max, skipped, skipped_len,
+			   err);
 }
 
 const lb_backend lb_backend_native = {

@@ -70,6 +70,11 @@ int lb_caps_drop_all(lb_error *err);
 /* Closes every fd >= 3 except those listed. */
 void lb_close_fds_except(const int *keep, size_t n);
 
+/* write() that cannot raise SIGPIPE in the caller (EPIPE is returned instead). */
+ssize_t lb_write_nosigpipe(int fd, const void *buf, size_t len);
+/* Removes the directory `name` beneath dirfd and everything in it, following no symlink. */
+void lb_remove_tree_at(int dirfd, const char *name);
+
 /* Writes all of buf (retrying on EINTR/short writes). */
 int lb_write_all(int fd, const void *buf, size_t len);
 ssize_t lb_read_full(int fd, void *buf, size_t len);

@@ -3,12 +3,13 @@
  * Usage pattern (the Lua binding in lua_core.c is the main caller):
  *
  *   lb_error err;
- *   lb_filter *f = lb_filter_build(&syscall_policy, &err);      // once per policy
- *   lb_jail *j = lb_jail_open(&jail_config, &err);              // one live jail = one session
+ *   lb_filter *f = lb_filter_build(&syscall_policy, &err); // once per policy
+ *   lb_jail *j = lb_jail_open(&jail_config, &err);         // one live jail = one session
  *   lb_result r;
- *   lb_run(j, &run_spec, f, &r, &err);                          // any number of runs
- *   lb_put_file(j, "/sandbox/in.txt", data, len, 0644, &err);   // file transfer, beneath the
- * workspace lb_jail_close(j);  // destroys the jail and its workspace lb_filter_free(f);
+ *   lb_run(j, &run_spec, f, &r, &err);                     // any number of runs
+ *   lb_copy_in(j, "in", "/sandbox/in", 0644, NULL, 0, &err); // files and directories
+ *   lb_jail_close(j);                                      // destroys it and its workspace
+ *   lb_filter_free(f);
  *
  * Every function returns 0 (or a non-NULL handle) on success and -1 (or NULL) on failure, with
  * `err` filled: errors are returned, never turned into exit(), because the caller may be a daemon,
@@ -154,10 +155,16 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 void lb_result_free(lb_result *res);
 
 /* ---- file transfer (transfer.c) ----
- * Paths inside the jail are resolved beneath /sandbox (relative paths are relative to it; an
- * absolute path must start with /sandbox/). Symlinks, magic links and ".." are never followed. */
-int lb_put_file(lb_jail *j, const char *jail_path, int host_fd, unsigned mode, lb_error *err);
-int lb_get_file(lb_jail *j, const char *jail_path, int host_fd, uint64_t max_bytes, lb_error *err);
+ * Copies a regular file or a whole directory between the host and the workspace. Paths inside the
+ * jail are resolved beneath /sandbox (relative paths are relative to it; an absolute path must
+ * start with /sandbox/); symlinks, magic links and ".." are never followed, on either side.
+ * Symlinks, devices, FIFOs and sockets inside a copied directory are skipped and listed in
+ * `skipped` (newline-separated, may be NULL). copy_out writes a single file under a temporary
+ * name and renames it over host_path when complete; max_bytes (0: none) bounds the copy. */
+int lb_copy_in(lb_jail *j, const char *host_path, const char *jail_path, unsigned mode,
+	       char *skipped, size_t skipped_len, lb_error *err);
+int lb_copy_out(lb_jail *j, const char *jail_path, const char *host_path, uint64_t max_bytes,
+		char *skipped, size_t skipped_len, lb_error *err);
 
 /* ---- host probes (probe.c), for `llmbox doctor` ---- */
 

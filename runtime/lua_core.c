@@ -4,8 +4,8 @@
  *   core.backends()                    -> { native = { pool = true, ... }, ... }
  *   core.open(backend, cfg)            -> session | nil, err, errno_name
  *   session:run(spec)                  -> result | nil, err, errno_name
- *   session:copy_in(host_path, path [, mode])   -> true | nil, err
- *   session:copy_out(path, host_path [, max])   -> true | nil, err
+ *   session:copy_in(host_path, path [, mode])   -> true [, skipped] | nil, err
+ *   session:copy_out(path, host_path [, max])   -> true [, skipped] | nil, err
  *   session:close()
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
@@ -332,32 +332,31 @@ static int l_run(lua_State *L)
 	return 1;
 }
 
+/* Returns true, or true plus an array of skipped entries, or nil, err. */
 static int l_copy(lua_State *L, bool in)
 {
 	lsession *s = check_session(L);
 	const char *a = luaL_checkstring(L, 2);
 	const char *b = luaL_checkstring(L, 3);
-	const char *host = in ? a : b, *path = in ? b : a;
 	lb_error err = {0};
-	int fd = in ? open(host, O_RDONLY | O_CLOEXEC | O_NOCTTY)
-		    : open(host, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
-	if (fd < 0) {
-		lb_fail(&err, errno, "%s %s: %s", in ? "reading" : "writing", host,
-			strerror(errno));
+	char skipped[2048];
+	int r = in ? s->backend->copy_in(s->handle, a, b, (unsigned)luaL_optinteger(L, 4, 0644),
+					 skipped, sizeof skipped, &err)
+		   : s->backend->copy_out(s->handle, a, b, (uint64_t)luaL_optnumber(L, 4, 0),
+					  skipped, sizeof skipped, &err);
+	if (r < 0)
 		return push_error(L, &err);
-	}
-	int r = in ? s->backend->copy_in(s->handle, path, fd, (unsigned)luaL_optinteger(L, 4, 0644),
-					 &err)
-		   : s->backend->copy_out(s->handle, path, fd, (uint64_t)luaL_optnumber(L, 4, 0),
-					  &err);
-	close(fd);
-	if (r < 0) {
-		if (!in)
-			unlink(host); /* do not leave a half-written file behind */
-		return push_error(L, &err);
-	}
 	lua_pushboolean(L, 1);
-	return 1;
+	if (!skipped[0])
+		return 1;
+	lua_newtable(L);
+	int n = 0;
+	for (char *save = NULL, *line = strtok_r(skipped, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		lua_pushstring(L, line);
+		lua_rawseti(L, -2, ++n);
+	}
+	return 2;
 }
 
 static int l_copy_in(lua_State *L)

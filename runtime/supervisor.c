@@ -224,30 +224,6 @@ static void enter_and_fork(lb_jail *j, const lb_run_spec *spec, const lb_filter 
 	_exit(0);
 }
 
-/* A program that exits without reading its stdin must not kill the caller (an nginx worker, a
- * daemon) with SIGPIPE: block it in this thread around the write and discard it if raised. */
-static ssize_t write_nosigpipe(int fd, const void *buf, size_t len)
-{
-	sigset_t pipe_set, old;
-	sigemptyset(&pipe_set);
-	sigaddset(&pipe_set, SIGPIPE);
-	bool was_pending = false;
-	sigset_t pending;
-	if (sigpending(&pending) == 0)
-		was_pending = sigismember(&pending, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	ssize_t n = write(fd, buf, len);
-	int saved = errno;
-	if (n < 0 && errno == EPIPE && !was_pending) {
-		struct timespec zero = {0, 0};
-		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
-			;
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	errno = saved;
-	return n;
-}
-
 struct buf {
 	char *data;
 	size_t len, cap;
@@ -421,8 +397,8 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 			}
 		}
 		if (fdv[3] >= 0 && (p[3].revents & (POLLOUT | POLLERR | POLLHUP))) {
-			ssize_t w = write_nosigpipe(fdv[3], spec->stdin_data + stdin_off,
-						    spec->stdin_len - stdin_off);
+			ssize_t w = lb_write_nosigpipe(fdv[3], spec->stdin_data + stdin_off,
+						       spec->stdin_len - stdin_off);
 			if (w > 0)
 				stdin_off += (size_t)w;
 			if ((w < 0 && errno != EAGAIN && errno != EINTR) ||

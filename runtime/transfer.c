@@ -1,23 +1,35 @@
-/* File transfer between the host and a jail's workspace.
+/* File transfer between the host and a jail's workspace: single files and whole directories.
  *
- * Why this is safe: the copy is done by a forked child that has joined the jail and become the
- * sandbox user with no capabilities, so it can reach nothing the sandboxed code could not. The
- * host side of the copy is an fd the caller opened with its own credentials before the fork, and
- * the jail side is resolved beneath /sandbox with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
- * RESOLVE_NO_MAGICLINKS): a symlink, "..", or a link swapped in mid-copy makes the open fail
- * instead of leading anywhere else. Hard links cannot reach host files: /sandbox is its own tmpfs.
+ * Why this is safe: the jail side of every copy is done by a forked child that has joined the
+ * jail and become the sandbox user with no capabilities, so it can reach nothing the sandboxed
+ * code could not. Every path it opens is resolved beneath /sandbox with openat2(RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), and directories are walked entry by entry from
+ * directory fds with O_NOFOLLOW: a symlink, "..", or a directory swapped for a link mid-copy
+ * makes an open fail instead of leading anywhere else. Hard links cannot reach host files:
+ * /sandbox is a tmpfs of its own.
+ *
+ * The two sides talk through a pipe carrying a tar stream (libarchive) whose entries are named
+ * ROOT or ROOT/relative/path. The receiving side treats the stream as untrusted: only regular
+ * files and directories, names checked component by component, written beneath the destination
+ * directory's fd the same way, total size bounded.
  */
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
 #include <fcntl.h>
-#include <grp.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+
+#define ROOT	  "llmbox"
+#define MAX_DEPTH 64
 
 /* "/sandbox/a/b" or "a/b" -> "a/b"; anything else outside the workspace is refused. */
 static int workspace_relative(const char *path, const char **rel, lb_error *err)
@@ -45,112 +57,506 @@ static int workspace_relative(const char *path, const char **rel, lb_error *err)
 	return 0;
 }
 
-static int copy_fd(int from, int to, uint64_t max, bool *too_big)
+/* ---- writing a tar stream from an fd-based walk (used on both sides) ---- */
+
+struct walk {
+	struct archive *a;
+	int out_fd;
+	uint64_t total, max;
+	int report; /* where skipped entries are announced; -1 on the host side */
+	lb_error *err;
+	char skipped[2048]; /* host side: newline-separated names of skipped entries */
+};
+
+static la_ssize_t tar_write(struct archive *a, void *ud, const void *buf, size_t n)
 {
-	char buf[65536];
-	uint64_t total = 0;
-	for (;;) {
-		ssize_t n = read(from, buf, sizeof buf);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			return 0;
-		total += (uint64_t)n;
-		if (max && total > max) {
-			*too_big = true;
-			return errno = EFBIG, -1;
-		}
-		if (lb_write_all(to, buf, (size_t)n) < 0)
-			return -1;
+	struct walk *w = ud;
+	if (lb_write_nosigpipe(w->out_fd, buf, n) < 0) {
+		archive_set_error(a, errno, "%s", strerror(errno));
+		return -1;
+	}
+	return (la_ssize_t)n;
+}
+
+static void note_skipped(struct walk *w, const char *name)
+{
+	if (w->report >= 0) {
+		lb_error e = {.code = LB_PROGRESS};
+		snprintf(e.msg, sizeof e.msg, "s%.1000s", name);
+		(void)lb_write_all(w->report, &e, sizeof e);
+	} else {
+		size_t used = strlen(w->skipped);
+		snprintf(w->skipped + used, sizeof w->skipped - used, "%s\n", name);
 	}
 }
 
-static int transfer(lb_jail *j, const char *jail_path, int host_fd, bool to_jail, unsigned mode,
-		    uint64_t max, lb_error *err)
+static int archive_fail(struct walk *w, const char *what)
+{
+	return lb_fail(w->err, archive_errno(w->a) > 0 ? archive_errno(w->a) : EIO, "%s: %s", what,
+		       archive_error_string(w->a) ? archive_error_string(w->a) : "tar error");
+}
+
+static int add_file(struct walk *w, int fd, const char *name, const struct stat *st)
+{
+	if (w->max && w->total + (uint64_t)st->st_size > w->max)
+		return lb_fail(w->err, EFBIG, "%s: the copy is larger than the limit of %llu bytes",
+			       name, (unsigned long long)w->max);
+	w->total += (uint64_t)st->st_size;
+	struct archive_entry *e = archive_entry_new();
+	archive_entry_set_pathname(e, name);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, st->st_mode & 0777);
+	archive_entry_set_size(e, st->st_size);
+	archive_entry_set_mtime(e, st->st_mtim.tv_sec, 0);
+	int r = archive_write_header(w->a, e);
+	archive_entry_free(e);
+	if (r != ARCHIVE_OK)
+		return archive_fail(w, name);
+	char buf[65536];
+	off_t left = st->st_size; /* a file that grows meanwhile is cut at its size when opened */
+	while (left > 0) {
+		ssize_t n = read(fd, buf,
+				 (size_t)(left < (off_t)sizeof buf ? left : (off_t)sizeof buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return lb_fail(w->err, errno, "reading %s", name);
+		if (n == 0)
+			break; /* shrank: libarchive pads the entry */
+		if (archive_write_data(w->a, buf, (size_t)n) < 0)
+			return archive_fail(w, name);
+		left -= n;
+	}
+	return archive_write_finish_entry(w->a) == ARCHIVE_OK ? 0 : archive_fail(w, name);
+}
+
+static int add_dir(struct walk *w, int dirfd, const char *name, const struct stat *st, int depth)
+{
+	if (depth > MAX_DEPTH)
+		return lb_fail(w->err, ELOOP, "%s: directories nested deeper than %d", name,
+			       MAX_DEPTH);
+	struct archive_entry *e = archive_entry_new();
+	archive_entry_set_pathname(e, name);
+	archive_entry_set_filetype(e, AE_IFDIR);
+	archive_entry_set_perm(e, (st->st_mode & 0777) | 0700);
+	int r = archive_write_header(w->a, e);
+	archive_entry_free(e);
+	if (r != ARCHIVE_OK)
+		return archive_fail(w, name);
+	int dup_fd = dup(dirfd);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	if (!d) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return lb_fail(w->err, errno, "listing %s", name);
+	}
+	int rc = 0;
+	for (struct dirent *de; rc == 0 && (de = readdir(d));) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		char child[PATH_MAX];
+		if (snprintf(child, sizeof child, "%s/%s", name, de->d_name) >= (int)sizeof child) {
+			rc = lb_fail(w->err, ENAMETOOLONG, "%s/%s", name, de->d_name);
+			break;
+		}
+		/* O_NOFOLLOW on every open: an entry swapped for a symlink since readdir fails here
+		 * (ELOOP) instead of being followed. */
+		_cleanup_fd_ int fd =
+			openat(dirfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+		struct stat cst;
+		if (fd < 0 || fstat(fd, &cst) < 0 ||
+		    !(S_ISREG(cst.st_mode) || S_ISDIR(cst.st_mode))) {
+			note_skipped(w,
+				     child); /* symlinks, devices, fifos, sockets: never copied */
+			continue;
+		}
+		rc = S_ISDIR(cst.st_mode) ? add_dir(w, fd, child, &cst, depth + 1)
+					  : add_file(w, fd, child, &cst);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Streams the file or directory open at `fd` as a tar to out_fd. */
+static int send_tree(int fd, int out_fd, uint64_t max, int report, struct walk *w, lb_error *err)
+{
+	memset(w, 0, sizeof *w);
+	w->out_fd = out_fd;
+	w->max = max;
+	w->report = report;
+	w->err = err;
+	w->a = archive_write_new();
+	if (!w->a)
+		return lb_fail(err, ENOMEM, "archive_write_new");
+	struct stat st;
+	int rc = -1;
+	archive_write_set_format_pax_restricted(w->a);
+	archive_write_set_bytes_in_last_block(w->a, 1);
+	if (archive_write_open(w->a, w, NULL, tar_write, NULL) != ARCHIVE_OK)
+		archive_fail(w, "starting the tar stream");
+	else if (fstat(fd, &st) < 0)
+		lb_fail(err, errno, "fstat");
+	else if (S_ISREG(st.st_mode))
+		rc = add_file(w, fd, ROOT, &st);
+	else if (S_ISDIR(st.st_mode))
+		rc = add_dir(w, fd, ROOT, &st, 0);
+	else
+		lb_fail(err, EINVAL, "not a regular file or a directory");
+	if (rc == 0 && archive_write_close(w->a) != ARCHIVE_OK)
+		rc = archive_fail(w, "finishing the tar stream");
+	archive_write_free(w->a);
+	return rc;
+}
+
+/* ---- reading a tar stream into a directory fd (used on both sides) ---- */
+
+/* The part of an entry name below ROOT: "" for ROOT itself, NULL when the name is malformed
+ * (outside ROOT, absolute, "..", "." or empty components). */
+static const char *entry_suffix(const char *name)
+{
+	size_t rl = strlen(ROOT);
+	if (strncmp(name, ROOT, rl) != 0 || (name[rl] != '\0' && name[rl] != '/'))
+		return NULL;
+	const char *rest = name + rl;
+	if (*rest == '/')
+		rest++;
+	for (const char *p = rest; *p;) {
+		const char *end = strchrnul(p, '/');
+		size_t len = (size_t)(end - p);
+		if (len == 0 && *end == '\0' && p != rest)
+			break; /* trailing slash of a directory */
+		if (len == 0 || (len == 1 && p[0] == '.') ||
+		    (len == 2 && p[0] == '.' && p[1] == '.'))
+			return NULL;
+		p = *end ? end + 1 : end;
+	}
+	return rest;
+}
+
+static int write_entry_data(struct archive *a, int fd, const char *name, uint64_t *total,
+			    uint64_t max, lb_error *err)
+{
+	char buf[65536];
+	for (;;) {
+		la_ssize_t n = archive_read_data(a, buf, sizeof buf);
+		if (n == 0)
+			return 0;
+		if (n < 0)
+			return lb_fail(err, EIO, "reading %s from the stream: %s", name,
+				       archive_error_string(a));
+		*total += (uint64_t)n;
+		if (max && *total > max)
+			return lb_fail(err, EFBIG,
+				       "the copy is larger than the limit of %llu bytes",
+				       (unsigned long long)max);
+		if (lb_write_all(fd, buf, (size_t)n) < 0)
+			return lb_fail(err, errno, "writing %s", name);
+	}
+}
+
+/* Extracts the stream read from in_fd beneath base_fd at `dest` (relative; "" means base_fd
+ * itself must receive a directory). `file_mode`, when non-zero, overrides a single file's
+ * mode. The first entry must be ROOT. With file_fd >= 0 the stream must be one regular file,
+ * whose data goes to file_fd. */
+static int receive_tree(int in_fd, int base_fd, int file_fd, const char *dest, unsigned file_mode,
+			uint64_t max, lb_error *err)
+{
+	struct archive *a = archive_read_new();
+	if (!a)
+		return lb_fail(err, ENOMEM, "archive_read_new");
+	archive_read_support_format_tar(a);
+	int rc = 0;
+	uint64_t total = 0;
+	bool first = true;
+	if (archive_read_open_fd(a, in_fd, 65536) != ARCHIVE_OK) {
+		rc = lb_fail(err, EIO, "reading the stream: %s", archive_error_string(a));
+		goto out;
+	}
+	struct archive_entry *e;
+	int r;
+	while (rc == 0 && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+		const char *name = archive_entry_pathname(e);
+		const char *suffix = name ? entry_suffix(name) : NULL;
+		if (!suffix || (first != (*suffix == '\0'))) {
+			rc = lb_fail(err, EINVAL, "malformed entry %s in the stream",
+				     name ? name : "?");
+			break;
+		}
+		first = false;
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof path, "%s%s%s", dest, *dest && *suffix ? "/" : "",
+			     suffix) >= (int)sizeof path) {
+			rc = lb_fail(err, ENAMETOOLONG, "%s", name);
+			break;
+		}
+		size_t len = strlen(path);
+		while (len > 0 && path[len - 1] == '/')
+			path[--len] = '\0';
+		mode_t type = archive_entry_filetype(e);
+		unsigned perm = (unsigned)archive_entry_perm(e) & 0777;
+		if (file_fd >= 0) {
+			if (type != AE_IFREG || *suffix) {
+				rc = lb_fail(err, EISDIR,
+					     "a directory cannot be written to a non-regular file");
+				break;
+			}
+			rc = write_entry_data(a, file_fd, "the destination", &total, max, err);
+		} else if (type == AE_IFDIR) {
+			if (!*path)
+				continue; /* base_fd is the destination directory itself */
+			if (lb_mkdirs_beneath(base_fd, path, 0755) < 0 ||
+			    (mkdirat(base_fd, path, perm | 0700) < 0 && errno != EEXIST)) {
+				rc = lb_fail(
+					err, errno,
+					"creating directory %s (symlinks and \"..\" are refused)",
+					path);
+				break;
+			}
+			_cleanup_fd_ int dfd =
+				lb_open_beneath(base_fd, path, O_RDONLY | O_DIRECTORY, 0);
+			if (dfd < 0)
+				rc = lb_fail(err, errno,
+					     "%s is not a directory (symlinks are refused)", path);
+		} else if (type == AE_IFREG) {
+			if (!*path) {
+				rc = lb_fail(err, EISDIR,
+					     "the destination is a directory: give the path "
+					     "of the file to write");
+				break;
+			}
+			if (lb_mkdirs_beneath(base_fd, path, 0755) < 0) {
+				rc = lb_fail(
+					err, errno,
+					"creating the directories of %s (symlinks and \"..\" are "
+					"refused)",
+					path);
+				break;
+			}
+			_cleanup_fd_ int fd =
+				lb_open_beneath(base_fd, path, O_WRONLY | O_CREAT | O_TRUNC,
+						file_mode ? file_mode : perm);
+			if (fd < 0)
+				rc = lb_fail(
+					err, errno,
+					"opening %s for writing (symlinks and \"..\" are refused)",
+					path);
+			else
+				rc = write_entry_data(a, fd, path, &total, max, err);
+		} else {
+			rc = lb_fail(err, EINVAL, "entry %s is neither a file nor a directory",
+				     name);
+		}
+	}
+	if (rc == 0 && r != ARCHIVE_EOF)
+		rc = lb_fail(err, EIO, "reading the stream: %s", archive_error_string(a));
+	if (rc == 0 && first)
+		rc = lb_fail(err, EIO, "the stream was empty");
+out:
+	archive_read_free(a);
+	return rc;
+}
+
+/* ---- the two directions ---- */
+
+/* Forks the jail-side child; `fn` runs in it as the sandbox user with /sandbox open. */
+typedef int (*jail_fn)(int ws, int pipe_fd, const char *rel, unsigned mode, uint64_t max,
+		       int report, lb_error *err);
+
+static pid_t spawn_jail_side(lb_jail *j, jail_fn fn, int pipe_fd, const char *rel, unsigned mode,
+			     uint64_t max, int report[2], lb_error *err)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		lb_fail(err, errno, "fork");
+		return -1;
+	}
+	if (pid)
+		return pid;
+	lb_error e;
+	int rep = report[1];
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+	int keep[16] = {rep, pipe_fd};
+	lb_close_fds_except(keep, lb_jail_keep_fds(j, keep, 2));
+	if (lb_jail_enter(j, &e) < 0 || lb_become_sandbox_user(&e) < 0)
+		lb_child_fail(rep, e.code, "%s", e.msg);
+	_cleanup_fd_ int ws = open("/sandbox", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (ws < 0)
+		lb_child_fail(rep, errno, "opening the workspace");
+	if (fn(ws, pipe_fd, rel, mode, max, rep, &e) < 0)
+		lb_child_fail(rep, e.code, "%s", e.msg);
+	_exit(0);
+}
+
+/* Collects the child's records: skipped entries (host side list) and at most one failure. */
+static int finish_jail_side(pid_t pid, int report_fd, char *skipped, size_t skipped_len,
+			    int side_rc, lb_error *err)
+{
+	lb_error rec, child_err = {0};
+	bool failed = false;
+	while (lb_read_report(report_fd, &rec)) {
+		if (rec.code == LB_PROGRESS && rec.msg[0] == 's' && skipped) {
+			size_t used = strlen(skipped);
+			snprintf(skipped + used, skipped_len - used, "%s\n", rec.msg + 1);
+		} else if (rec.code != LB_PROGRESS) {
+			child_err = rec;
+			failed = true;
+		}
+	}
+	if (side_rc < 0 || failed)
+		kill(pid, SIGKILL);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (failed) { /* the jail side's reason comes first: ours is usually just EPIPE */
+		if (err)
+			*err = child_err;
+		return -1;
+	}
+	if (side_rc < 0)
+		return -1;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return lb_fail(err, EIO, "the file transfer child failed");
+	return 0;
+}
+
+static int jail_receive(int ws, int pipe_fd, const char *rel, unsigned mode, uint64_t max,
+			int report, lb_error *err)
+{
+	(void)max;
+	(void)report;
+	return receive_tree(pipe_fd, ws, -1, rel, mode, 0, err);
+}
+
+static int jail_send(int ws, int pipe_fd, const char *rel, unsigned mode, uint64_t max, int report,
+		     lb_error *err)
+{
+	(void)mode;
+	_cleanup_fd_ int fd = lb_open_beneath(ws, rel, O_RDONLY | O_NONBLOCK, 0);
+	if (fd < 0)
+		return lb_fail(err, errno, "opening /sandbox/%s (symlinks and \"..\" are refused)",
+			       rel);
+	struct walk w;
+	return send_tree(fd, pipe_fd, max, report, &w, err);
+}
+
+int lb_copy_in(lb_jail *j, const char *host_path, const char *jail_path, unsigned mode,
+	       char *skipped, size_t skipped_len, lb_error *err)
 {
 	const char *rel = NULL;
 	if (workspace_relative(jail_path, &rel, err) < 0)
 		return -1;
-	int report[2];
-	if (pipe2(report, O_CLOEXEC) < 0)
+	_cleanup_fd_ int src = open(host_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (src < 0)
+		return lb_fail(err, errno, "reading %s", host_path);
+	struct stat st;
+	if (fstat(src, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+		return lb_fail(err, EINVAL, "%s is not a regular file or a directory", host_path);
+	int pipefd[2], report[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return lb_fail(err, errno, "pipe2");
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(report[0]);
-		close(report[1]);
-		return lb_fail(err, errno, "fork");
+	if (pipe2(report, O_CLOEXEC) < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return lb_fail(err, errno, "pipe2");
 	}
-	if (pid == 0) {
-		lb_error e;
-		int rep = report[1];
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		int keep[16] = {rep, host_fd};
-		lb_close_fds_except(keep, lb_jail_keep_fds(j, keep, 2));
-		if (lb_jail_enter(j, &e) < 0 || lb_become_sandbox_user(&e) < 0)
-			lb_child_fail(rep, e.code, "%s", e.msg);
-		_cleanup_fd_ int ws = open("/sandbox", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (ws < 0)
-			lb_child_fail(rep, errno, "opening the workspace");
-		bool too_big = false;
-		if (to_jail) {
-			if (lb_mkdirs_beneath(ws, rel, 0755) < 0)
-				lb_child_fail(rep, errno, "creating the directories of /sandbox/%s",
-					      rel);
-			_cleanup_fd_ int fd =
-				lb_open_beneath(ws, rel, O_WRONLY | O_CREAT | O_TRUNC, mode);
-			if (fd < 0)
-				lb_child_fail(
-					rep, errno,
-					"opening /sandbox/%s for writing (symlinks and \"..\" "
-					"are refused)",
-					rel);
-			if (copy_fd(host_fd, fd, 0, &too_big) < 0)
-				lb_child_fail(rep, errno, "writing /sandbox/%s", rel);
-		} else {
-			_cleanup_fd_ int fd = lb_open_beneath(ws, rel, O_RDONLY, 0);
-			struct stat st;
-			if (fd < 0)
-				lb_child_fail(
-					rep, errno,
-					"opening /sandbox/%s (symlinks and \"..\" are refused)",
-					rel);
-			if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-				lb_child_fail(rep, EISDIR, "/sandbox/%s is not a regular file",
-					      rel);
-			if (copy_fd(fd, host_fd, max, &too_big) < 0)
-				lb_child_fail(rep, errno, "copying /sandbox/%s%s", rel,
-					      too_big ? " (larger than allowed)" : "");
-		}
-		_exit(0);
-	}
+	pid_t pid = spawn_jail_side(j, jail_receive, pipefd[0], rel, S_ISREG(st.st_mode) ? mode : 0,
+				    0, report, err);
+	close(pipefd[0]);
 	close(report[1]);
-	lb_error rep;
-	bool failed = lb_read_report(report[0], &rep);
-	close(report[0]);
-	int st;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (failed) {
-		if (err)
-			*err = rep;
-		return -1;
+	int rc = -1;
+	if (pid > 0) {
+		struct walk w;
+		rc = send_tree(src, pipefd[1], 0, -1, &w, err);
+		close(pipefd[1]);
+		pipefd[1] = -1;
+		if (skipped && skipped_len)
+			snprintf(skipped, skipped_len, "%s", w.skipped);
+		rc = finish_jail_side(pid, report[0], NULL, 0, rc, err);
 	}
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return lb_fail(err, EIO, "file transfer child failed");
-	return 0;
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
+	close(report[0]);
+	return rc;
 }
 
-int lb_put_file(lb_jail *j, const char *jail_path, int host_fd, unsigned mode, lb_error *err)
+/* Host side of copy_out: a single file goes to a temporary name next to the destination and is
+ * renamed over it only when complete, so a failed copy never leaves a half-written file and
+ * never destroys what was there. A destination that exists and is not a regular file (a
+ * device, a FIFO) is written in place. A directory goes beneath the destination directory. */
+static int host_receive(int in_fd, const char *host_path, uint64_t max, lb_error *err)
 {
-	return transfer(j, jail_path, host_fd, true, mode, 0, err);
+	struct stat st;
+	bool exists = stat(host_path, &st) == 0;
+	if (exists && S_ISDIR(st.st_mode)) {
+		_cleanup_fd_ int dfd = open(host_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0)
+			return lb_fail(err, errno, "opening %s", host_path);
+		return receive_tree(in_fd, dfd, -1, "", 0, max, err);
+	}
+	char dir[PATH_MAX], tmp[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", host_path);
+	char *slash = strrchr(dir, '/');
+	const char *base = slash ? slash + 1 : dir;
+	if (slash == dir)
+		snprintf(dir, sizeof dir, "/");
+	else if (slash)
+		*slash = '\0';
+	else
+		snprintf(dir, sizeof dir, ".");
+	if (!*base)
+		return lb_fail(err, EINVAL, "%s: no file name", host_path);
+	_cleanup_fd_ int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return lb_fail(err, errno, "opening directory %s", slash ? dir : ".");
+	if (exists && !S_ISREG(st.st_mode)) {
+		_cleanup_fd_ int fd = open(host_path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0)
+			return lb_fail(err, errno, "writing %s", host_path);
+		return receive_tree(in_fd, -1, fd, "", 0, max, err);
+	}
+	snprintf(tmp, sizeof tmp, ".%.200s.llmbox-%d", base, (int)getpid());
+	unlinkat(dfd, tmp, 0);
+	unlinkat(dfd, tmp, AT_REMOVEDIR);
+	/* The stream's ROOT entry lands at `tmp` beneath dfd: a file, or a whole directory. */
+	int rc = receive_tree(in_fd, dfd, -1, tmp, 0, max, err);
+	if (rc == 0 && renameat(dfd, tmp, dfd, base) < 0)
+		rc = lb_fail(err, errno, "renaming the copy to %s", host_path);
+	if (rc < 0 && unlinkat(dfd, tmp, 0) < 0 && errno == EISDIR)
+		lb_remove_tree_at(dfd, tmp);
+	return rc;
 }
 
-int lb_get_file(lb_jail *j, const char *jail_path, int host_fd, uint64_t max_bytes, lb_error *err)
+int lb_copy_out(lb_jail *j, const char *jail_path, const char *host_path, uint64_t max_bytes,
+		char *skipped, size_t skipped_len, lb_error *err)
 {
-	return transfer(j, jail_path, host_fd, false, 0, max_bytes, err);
+	const char *rel = NULL;
+	if (workspace_relative(jail_path, &rel, err) < 0)
+		return -1;
+	int pipefd[2], report[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return lb_fail(err, errno, "pipe2");
+	if (pipe2(report, O_CLOEXEC) < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return lb_fail(err, errno, "pipe2");
+	}
+	if (skipped && skipped_len)
+		skipped[0] = '\0';
+	pid_t pid = spawn_jail_side(j, jail_send, pipefd[1], rel, 0, max_bytes, report, err);
+	close(pipefd[1]);
+	close(report[1]);
+	int rc = -1;
+	if (pid > 0) {
+		rc = host_receive(pipefd[0], host_path, max_bytes, err);
+		close(pipefd[0]);
+		pipefd[0] = -1;
+		rc = finish_jail_side(pid, report[0], skipped, skipped_len, rc, err);
+	}
+	if (pipefd[0] >= 0)
+		close(pipefd[0]);
+	close(report[0]);
+	return rc;
 }

@@ -2,7 +2,10 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
@@ -168,4 +171,46 @@ int lb_mkdirs_beneath(int dirfd, const char *path, unsigned mode)
 		cur = next;
 	}
 	return 0;
+}
+
+/* A program that exits without reading its stdin must not kill the caller (an nginx worker, a
+ * daemon) with SIGPIPE: block it in this thread around the write and discard it if raised. */
+ssize_t lb_write_nosigpipe(int fd, const void *buf, size_t len)
+{
+	sigset_t pipe_set, old;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	bool was_pending = false;
+	sigset_t pending;
+	if (sigpending(&pending) == 0)
+		was_pending = sigismember(&pending, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	ssize_t n = write(fd, buf, len);
+	int saved = errno;
+	if (n < 0 && errno == EPIPE && !was_pending) {
+		struct timespec zero = {0, 0};
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+	return n;
+}
+
+void lb_remove_tree_at(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (d) {
+		for (struct dirent *e; (e = readdir(d));) {
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			if (unlinkat(fd, e->d_name, 0) < 0 && errno == EISDIR)
+				lb_remove_tree_at(fd, e->d_name);
+		}
+		closedir(d);
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	unlinkat(dirfd, name, AT_REMOVEDIR);
 }

@@ -1,0 +1,140 @@
+-- copy_to / copy_from: files and directories, never following a link out of the workspace, and
+-- never losing what was at the destination.
+local llmbox = require "llmbox"
+local helpers = require "spec.helpers"
+local q = helpers.shell_quote
+
+local function tmpdir()
+    local d = os.tmpname()
+    os.remove(d)
+    assert(os.execute("mkdir -p " .. q(d)) == 0)
+    return d
+end
+
+local function tree(dir) -- "relative/path:content" lines of every regular file, sorted
+    local p = io.popen("cd " .. q(dir) .. " && find . -type f | sort | while read f; do printf '%s:%s\\n' \"$f\" \"$(cat \"$f\")\"; done")
+    local out = p:read("*a")
+    p:close()
+    return out
+end
+
+describe("file transfer #unpriv", function()
+    local s
+    before_each(function() s = assert(llmbox.session({ lang = "python", policy = "spec/fixtures/policies/default-nochecks.lua" })) end)
+    after_each(function() s:close() end)
+
+    it("copies a directory tree in and out, recursively", function()
+        local src = tmpdir()
+        assert(os.execute(("cd %s && mkdir -p a/b/c && echo one > top.txt && echo two > a/b/c/deep.txt && printf 'x\\0y' > a/bin && chmod 700 a/b"):format(q(src))) == 0)
+        assert(s:copy_to(src, "/sandbox/in"))
+        local r = assert(s:exec("cd /sandbox/in && find . | sort && cat a/b/c/deep.txt && stat -c %a a/b"))
+        assert.equal(".\n./a\n./a/b\n./a/b/c\n./a/b/c/deep.txt\n./a/bin\n./top.txt\ntwo\n700\n", r.stdout)
+        assert(s:exec("cp -r /sandbox/in /sandbox/out && echo three > /sandbox/out/new.txt"))
+        local dst = tmpdir() .. "/copy"
+        assert(s:copy_from("/sandbox/out", dst))
+        assert.equal(tree(src) .. "", (tree(dst):gsub("%./new%.txt:three\n", "")))
+        assert.matches("./new.txt:three", tree(dst), 1, true)
+        os.execute("rm -rf " .. q(src) .. " " .. q(dst))
+    end)
+
+    it("never follows symlinks planted in the workspace, and says what it skipped", function()
+        local secret = helpers.write(os.tmpname(), "HOST-SECRET-" .. math.random(1e9))
+        assert(s:exec("mkdir -p /sandbox/d/sub && echo ok > /sandbox/d/real.txt && "
+            .. "ln -s /etc/passwd /sandbox/d/passwd && ln -s / /sandbox/d/root && "
+            .. "ln -s ../../.. /sandbox/d/sub/up && ln -s " .. q(secret) .. " /sandbox/d/secret && mkfifo /sandbox/d/fifo"))
+        local dst = tmpdir() .. "/d"
+        local ok, skipped = s:copy_from("/sandbox/d", dst)
+        assert.is_true(ok)
+        table.sort(skipped)
+        assert.same({ "llmbox/fifo", "llmbox/passwd", "llmbox/root", "llmbox/secret", "llmbox/sub/up" }, skipped)
+        assert.equal("./real.txt:ok\n", tree(dst))
+        local p = io.popen("find " .. q(dst) .. " -type l | wc -l")
+        assert.equal("0", p:read("*l"))
+        p:close()
+        -- the link itself as the source, and a path through a linked directory
+        local ok2, err = s:copy_from("/sandbox/d/passwd", dst .. "/x")
+        assert.is_nil(ok2)
+        assert.matches("symlinks", err)
+        ok2 = s:copy_from("/sandbox/d/root/etc/passwd", dst .. "/x")
+        assert.is_nil(ok2)
+        -- control: a regular file next to them copies
+        assert(s:copy_from("/sandbox/d/real.txt", dst .. "/x"))
+        assert.equal("ok\n", helpers.read(dst .. "/x"))
+        os.remove(secret)
+        os.execute("rm -rf " .. q(dst))
+    end)
+
+    it("refuses to write through a symlink or .. into the workspace", function()
+        local src = tmpdir()
+        helpers.write(src .. "/f", "data")
+        assert(s:exec("ln -s /tmp /sandbox/tmplink && ln -s /etc /sandbox/etclink"))
+        local ok, err = s:copy_to(src .. "/f", "/sandbox/tmplink/f")
+        assert.is_nil(ok); assert.matches("symlinks", err)
+        ok, err = s:copy_to(src, "/sandbox/etclink")
+        assert.is_nil(ok)
+        ok, err = s:copy_to(src .. "/f", "../f")
+        assert.is_nil(ok); assert.matches("%.%.", err)
+        local r = assert(s:exec("ls -A /tmp /etc | grep -cx f"))
+        assert.equal("0\n", r.stdout) -- nothing arrived behind the links
+        os.execute("rm -rf " .. q(src))
+    end)
+
+    it("survives a directory swapped for a symlink while it copies", function()
+        -- the program swaps /sandbox/race/x between a directory and a symlink to / as fast as it
+        -- can; copies run from the output callback, i.e. while it is running
+        local dst = tmpdir()
+        local attempts, copied, leaked = 0, 0, false
+        local r = assert(s:run([[
+import os, sys, time
+os.makedirs('/sandbox/race/x/inner', exist_ok=True)
+open('/sandbox/race/x/inner/f', 'w').write('fine')
+print('ready', flush=True)
+end = time.time() + 3
+while time.time() < end:
+    os.rename('/sandbox/race/x', '/sandbox/race/x.d'); os.symlink('/', '/sandbox/race/x')
+    os.unlink('/sandbox/race/x'); os.rename('/sandbox/race/x.d', '/sandbox/race/x')
+]], { timeout = 20, on_stdout = function()
+            for i = 1, 30 do
+                attempts = attempts + 1
+                local target = dst .. "/c" .. i
+                if s:copy_from("/sandbox/race", target) then
+                    copied = copied + 1
+                    local p = io.popen("find " .. q(target) .. " -name usr -o -name etc -o -type l | head -1")
+                    if p:read("*l") then leaked = true end
+                    p:close()
+                end
+            end
+        end }))
+        assert.equal(0, r.exit_code)
+        assert.equal(30, attempts)
+        assert.is_false(leaked)
+        assert.is_true(copied > 0, "no copy succeeded at all")
+        os.execute("rm -rf " .. q(dst))
+    end)
+
+    it("never loses what was at the destination when a copy fails", function()
+        local dst = helpers.write(os.tmpname(), "precious")
+        local ok, err = s:copy_from("/sandbox/missing.txt", dst)
+        assert.is_nil(ok)
+        assert.equal("precious", helpers.read(dst))
+        assert(s:exec("head -c 100000 /dev/zero > /sandbox/big"))
+        ok, err = s:copy_from("/sandbox/big", dst, 1000) -- over max_bytes
+        assert.is_nil(ok)
+        assert.matches("larger than the limit", err)
+        assert.equal("precious", helpers.read(dst))
+        local dir = dst:match("^(.*)/")
+        local p = io.popen("ls -a " .. q(dir) .. " | grep -c llmbox- ")
+        assert.equal("0", p:read("*l")) -- no temporary file left behind
+        p:close()
+        -- a device as the destination is written in place and not replaced
+        assert(s:exec("echo hi > /sandbox/small"))
+        assert(s:copy_from("/sandbox/small", "/dev/null"))
+        local f = io.open("/dev/null", "w")
+        assert.is_truthy(f)
+        f:close()
+        -- control: a good copy replaces the file
+        assert(s:copy_from("/sandbox/small", dst))
+        assert.equal("hi\n", helpers.read(dst))
+        os.remove(dst)
+    end)
+end)

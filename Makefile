@@ -38,7 +38,7 @@ MODULE := build/lib/llmbox/core.so
 DEPS_BUILD := gcc make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev lua-cjson python3
 DEPS_TEST  := lua-busted clang-format luarocks
 
-.PHONY: all deps deps-test demo test lint format install uninstall clean paths
+.PHONY: all deps deps-test demo test soak lint format install uninstall clean paths
 
 all: $(BIN) $(MODULE) paths
 
@@ -77,6 +77,13 @@ demo: deps
 test: deps-test
 	@$(MAKE) --no-print-directory all >/dev/null
 	@./spec/run.sh
+
+# Longer than the soak spec: WORKERS x RUNS fresh sandboxes at once, then a check for leftovers.
+SOAK_WORKERS ?= 8
+SOAK_RUNS ?= 500
+soak: deps-test
+	@$(MAKE) --no-print-directory all >/dev/null
+	@./spec/support/soak.sh $(SOAK_WORKERS) $(SOAK_RUNS)
 
 lint: deps-test
 	@echo "clang-format check"

@@ -15,19 +15,19 @@ int lb_caps_drop_all(lb_error *err)
 					     SECBIT_NO_SETUID_FIXUP_LOCKED |
 					     SECBIT_KEEP_CAPS_LOCKED) < 0 &&
 	    errno != EPERM)
-		return lb_fail(err, errno, "prctl(PR_SET_SECUREBITS)");
+		return lb_fail_sys(err, errno, "prctl(PR_SET_SECUREBITS)");
 	for (cap_value_t c = 0; c <= CAP_LAST_CAP || cap_valid(c); c++) {
 		if (!CAP_IS_SUPPORTED(c))
 			continue;
 		if (cap_drop_bound(c) < 0 && errno != EINVAL)
-			return lb_fail(err, errno, "dropping capability %d from the bounding set",
-				       (int)c);
+			return lb_fail_sys(err, errno,
+					   "dropping capability %d from the bounding set", (int)c);
 	}
 	if (cap_reset_ambient() < 0 && errno != EINVAL)
-		return lb_fail(err, errno, "clearing the ambient capabilities");
+		return lb_fail_sys(err, errno, "clearing the ambient capabilities");
 	cap_t none = cap_init(); /* all three sets empty */
 	if (!none)
-		return lb_fail(err, errno, "cap_init");
+		return lb_fail_sys(err, errno, "cap_init");
 	int r = cap_set_proc(none);
 	int e = errno;
 	cap_free(none);
@@ -39,12 +39,12 @@ int lb_caps_drop_all(lb_error *err)
 int lb_become_sandbox_user(lb_error *err)
 {
 	if (setresgid(LB_SANDBOX_GID, LB_SANDBOX_GID, LB_SANDBOX_GID) < 0)
-		return lb_fail(err, errno, "setresgid(%d)", LB_SANDBOX_GID);
+		return lb_fail_sys(err, errno, "setresgid(%d)", LB_SANDBOX_GID);
 	if (setresuid(LB_SANDBOX_UID, LB_SANDBOX_UID, LB_SANDBOX_UID) < 0)
-		return lb_fail(err, errno, "setresuid(%d)", LB_SANDBOX_UID);
+		return lb_fail_sys(err, errno, "setresuid(%d)", LB_SANDBOX_UID);
 	if (lb_caps_drop_all(err) < 0)
 		return -1;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return lb_fail(err, errno, "prctl(PR_SET_NO_NEW_PRIVS)");
+		return lb_fail_sys(err, errno, "prctl(PR_SET_NO_NEW_PRIVS)");
 	return 0;
 }

@@ -33,8 +33,11 @@ static inline int lb_steal_fd(int *fd)
 	return r;
 }
 
-/* Fills err and returns -1, so callers can `return lb_fail(err, errno, "...")`. */
+/* Fills err and returns -1, so callers can `return lb_fail(err, EINVAL, "...")`. */
 int lb_fail(lb_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same for a failed system call: appends ": strerror(code)". */
+int lb_fail_sys(lb_error *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Namespaces of a live jail, held as fds by the caller: while they are open the jail (and its
  * workspace tmpfs) exists; no process needs to stay alive for it. */
@@ -48,6 +51,9 @@ struct lb_jail {
  * exit 127: "the sandbox broke" travels separately from the program's own exit status. */
 void lb_child_fail(int report_fd, int code, const char *fmt, ...) __attribute__((noreturn))
 __attribute__((format(printf, 3, 4)));
+
+/* Passes an error a helper already described on to the caller as it is. */
+void lb_child_relay(int report_fd, const lb_error *e) __attribute__((noreturn));
 
 #define LB_PROGRESS (-1)
 /* A progress record (code LB_PROGRESS, msg[0] = stage) on the same pipe. */

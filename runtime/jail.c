@@ -303,15 +303,15 @@ static int write_maps(pid_t pid, uid_t host_uid, gid_t host_gid, lb_error *err)
 	char path[64], map[64];
 	snprintf(path, sizeof path, "/proc/%d/setgroups", (int)pid);
 	if (lb_write_string_file(path, "deny") < 0 && errno != ENOENT)
-		return lb_fail(err, errno, "writing %s", path);
+		return lb_fail_sys(err, errno, "writing %s", path);
 	snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
 	snprintf(map, sizeof map, "%d %u 1\n", LB_SANDBOX_GID, (unsigned)host_gid);
 	if (lb_write_string_file(path, map) < 0)
-		return lb_fail(err, errno, "writing %s (%s)", path, map);
+		return lb_fail_sys(err, errno, "writing %s (%s)", path, map);
 	snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
 	snprintf(map, sizeof map, "%d %u 1\n", LB_SANDBOX_UID, (unsigned)host_uid);
 	if (lb_write_string_file(path, map) < 0)
-		return lb_fail(err, errno, "writing %s (%s)", path, map);
+		return lb_fail_sys(err, errno, "writing %s (%s)", path, map);
 	return 0;
 }
 
@@ -321,7 +321,7 @@ static int open_ns(pid_t pid, const char *name, bool optional, lb_error *err)
 	snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)pid, name);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 && !(optional && errno == ENOENT))
-		return lb_fail(err, errno, "opening %s", path);
+		return lb_fail_sys(err, errno, "opening %s", path);
 	return fd;
 }
 
@@ -343,13 +343,13 @@ lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err)
 		goto fail;
 	}
 	if (pipe2(report, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0) {
-		lb_fail(err, errno, "pipe2");
+		lb_fail_sys(err, errno, "pipe2");
 		goto fail;
 	}
 	pid_t parent = getpid();
 	pid_t k0 = fork();
 	if (k0 < 0) {
-		lb_fail(err, errno, "fork");
+		lb_fail_sys(err, errno, "fork");
 		goto fail;
 	}
 	if (k0 == 0) {
@@ -459,18 +459,18 @@ void lb_jail_close(lb_jail *j)
 int lb_jail_enter(const lb_jail *j, lb_error *err)
 {
 	if (geteuid() == 0 && setgroups(0, NULL) < 0)
-		return lb_fail(err, errno, "setgroups");
+		return lb_fail_sys(err, errno, "setgroups");
 	/* User namespace first: joining it grants the capabilities needed to join the others. */
 	if (setns(j->userns, CLONE_NEWUSER) < 0)
-		return lb_fail(err, errno, "joining the jail's user namespace");
+		return lb_fail_sys(err, errno, "joining the jail's user namespace");
 	if (setns(j->mntns, CLONE_NEWNS) < 0)
-		return lb_fail(err, errno, "joining the jail's mount namespace");
+		return lb_fail_sys(err, errno, "joining the jail's mount namespace");
 	if (setns(j->netns, CLONE_NEWNET) < 0)
-		return lb_fail(err, errno, "joining the jail's network namespace");
+		return lb_fail_sys(err, errno, "joining the jail's network namespace");
 	if (setns(j->utsns, CLONE_NEWUTS) < 0)
-		return lb_fail(err, errno, "joining the jail's uts namespace");
+		return lb_fail_sys(err, errno, "joining the jail's uts namespace");
 	if (j->cgroupns >= 0 && setns(j->cgroupns, CLONE_NEWCGROUP) < 0)
-		return lb_fail(err, errno, "joining the jail's cgroup namespace");
+		return lb_fail_sys(err, errno, "joining the jail's cgroup namespace");
 	return 0;
 }
 

@@ -145,12 +145,12 @@ static int make_run_dir(char *out, size_t len, const char *base, lb_error *err)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (mkdir(base, 0755) < 0 && errno != EEXIST)
-		return lb_fail(err, errno, "creating cgroup %s", base);
+		return lb_fail_sys(err, errno, "creating cgroup %s", base);
 	sweep_stale(base); /* a handful of entries at most: cheap enough for every run */
 	snprintf(out, len, "%s/run-%d-%u-%ld", base, (int)getpid(),
 		 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED), (long)ts.tv_nsec);
 	if (mkdir(out, 0755) < 0)
-		return lb_fail(err, errno, "creating cgroup %s", out);
+		return lb_fail_sys(err, errno, "creating cgroup %s", out);
 	return 0;
 }
 
@@ -161,10 +161,14 @@ int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err)
 	memset(cg, 0, sizeof *cg);
 	cg->procs_fd[0] = cg->procs_fd[1] = -1;
 	cg->version = lb_cgroup_detect(&mem, &pids, note, sizeof note);
+	/* An operator who named a cgroup gets it or an error, never a silent fallback. */
+	const char *env = getenv("LLMBOX_CGROUP");
+	if (env && *env && cg->version == 0)
+		return lb_fail(err, EACCES, "LLMBOX_CGROUP=%s cannot be used: %s", env, note);
 	if (cg->version == 2) {
 		v2_base(base, sizeof base);
 		if (mkdir(base, 0755) < 0 && errno != EEXIST)
-			return lb_fail(err, errno, "creating cgroup %s", base);
+			return lb_fail_sys(err, errno, "creating cgroup %s", base);
 		/* Enable the controllers for our children (a cgroup with processes cannot, so base
 		 * must be a directory of its own, not the caller's cgroup). */
 		char parent[256];
@@ -175,25 +179,27 @@ int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err)
 			(void)write_value(parent, "cgroup.subtree_control", "+memory +pids");
 		}
 		if (write_value(base, "cgroup.subtree_control", "+memory +pids") < 0)
-			return lb_fail(err, errno, "enabling memory and pids controllers in %s",
-				       base);
+			return lb_fail_sys(err, errno, "enabling memory and pids controllers in %s",
+					   base);
 		if (make_run_dir(cg->mem_dir, sizeof cg->mem_dir, base, err) < 0)
 			return -1;
 		if (lim->memory) {
 			snprintf(value, sizeof value, "%llu", (unsigned long long)lim->memory);
 			if (write_value(cg->mem_dir, "memory.max", value) < 0)
-				return lb_fail(err, errno, "setting memory.max in %s", cg->mem_dir);
+				return lb_fail_sys(err, errno, "setting memory.max in %s",
+						   cg->mem_dir);
 			(void)write_value(cg->mem_dir, "memory.swap.max", "0");
 		}
 		if (lim->processes) {
 			snprintf(value, sizeof value, "%llu", (unsigned long long)lim->processes);
 			if (write_value(cg->mem_dir, "pids.max", value) < 0)
-				return lb_fail(err, errno, "setting pids.max in %s", cg->mem_dir);
+				return lb_fail_sys(err, errno, "setting pids.max in %s",
+						   cg->mem_dir);
 		}
 		char path[512];
 		snprintf(path, sizeof path, "%s/cgroup.procs", cg->mem_dir);
 		if ((cg->procs_fd[0] = open(path, O_WRONLY | O_CLOEXEC)) < 0)
-			return lb_fail(err, errno, "opening %s", path);
+			return lb_fail_sys(err, errno, "opening %s", path);
 		return 0;
 	}
 	if (cg->version == 1) {
@@ -205,15 +211,16 @@ int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err)
 				snprintf(value, sizeof value, "%llu",
 					 (unsigned long long)lim->memory);
 				if (write_value(cg->mem_dir, "memory.limit_in_bytes", value) < 0)
-					return lb_fail(err, errno, "setting the memory limit in %s",
-						       cg->mem_dir);
+					return lb_fail_sys(err, errno,
+							   "setting the memory limit in %s",
+							   cg->mem_dir);
 				(void)write_value(cg->mem_dir, "memory.memsw.limit_in_bytes",
 						  value);
 			}
 			char path[512];
 			snprintf(path, sizeof path, "%s/cgroup.procs", cg->mem_dir);
 			if ((cg->procs_fd[0] = open(path, O_WRONLY | O_CLOEXEC)) < 0)
-				return lb_fail(err, errno, "opening %s", path);
+				return lb_fail_sys(err, errno, "opening %s", path);
 		}
 		if (pids) {
 			if (make_run_dir(cg->pids_dir, sizeof cg->pids_dir, V1_ROOT "/pids/llmbox",
@@ -223,13 +230,13 @@ int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err)
 				snprintf(value, sizeof value, "%llu",
 					 (unsigned long long)lim->processes);
 				if (write_value(cg->pids_dir, "pids.max", value) < 0)
-					return lb_fail(err, errno, "setting pids.max in %s",
-						       cg->pids_dir);
+					return lb_fail_sys(err, errno, "setting pids.max in %s",
+							   cg->pids_dir);
 			}
 			char path[512];
 			snprintf(path, sizeof path, "%s/cgroup.procs", cg->pids_dir);
 			if ((cg->procs_fd[1] = open(path, O_WRONLY | O_CLOEXEC)) < 0)
-				return lb_fail(err, errno, "opening %s", path);
+				return lb_fail_sys(err, errno, "opening %s", path);
 		}
 	}
 	return 0;
@@ -304,7 +311,7 @@ int lb_apply_rlimits(const lb_limits *lim, bool memory_in_cgroup, lb_error *err)
 		if (want.rlim_cur > want.rlim_max)
 			want.rlim_cur = want.rlim_max;
 		if (setrlimit(r[i].res, &want) < 0)
-			return lb_fail(err, errno, "setrlimit(%s)", r[i].name);
+			return lb_fail_sys(err, errno, "setrlimit(%s)", r[i].name);
 	}
 	return 0;
 }

@@ -10,6 +10,7 @@
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
  *   core.ioctl_number(name)            -> number | nil
+ *   core.cgroup()                      -> version, memory, pids, note
  *   core.listdir(path)                 -> sorted array of names | nil, err (for recipe/policy dirs)
  *
  * Caller mistakes (wrong types) raise errors; failures of the sandbox return nil, err.
@@ -434,6 +435,19 @@ static int l_probe(lua_State *L)
 	return 1;
 }
 
+/* core.cgroup() -> version (0: none usable), memory, pids, note: cheap, no fork. */
+static int l_cgroup(lua_State *L)
+{
+	bool mem, pids;
+	char note[256];
+	int v = lb_cgroup_detect(&mem, &pids, note, sizeof note);
+	lua_pushinteger(L, v);
+	lua_pushboolean(L, mem);
+	lua_pushboolean(L, pids);
+	lua_pushstring(L, note);
+	return 4;
+}
+
 static int l_syscall_number(lua_State *L)
 {
 	int nr = lb_syscall_number(luaL_checkstring(L, 1));
@@ -503,6 +517,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"syscall_number", l_syscall_number},
 					 {"ioctl_number", l_ioctl_number},
 					 {"listdir", l_listdir},
+					 {"cgroup", l_cgroup},
 					 {NULL, NULL}};
 	if (luaL_newmetatable(L, SESSION_MT)) {
 		lua_newtable(L);

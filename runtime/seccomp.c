@@ -173,7 +173,7 @@ lb_filter *lb_filter_build(const lb_syscall_policy *p, lb_error *err)
 
 	memfd = memfd_create("llmbox-seccomp", MFD_CLOEXEC);
 	if (memfd < 0) {
-		lb_fail(err, errno, "memfd_create");
+		lb_fail_sys(err, errno, "memfd_create");
 		goto out;
 	}
 	int r = seccomp_export_bpf(ctx, memfd);
@@ -227,6 +227,6 @@ int lb_filter_load(const lb_filter *f, lb_error *err)
 	/* no_new_privs is already set (lb_become_sandbox_user), which also lets an unprivileged
 	 * process install a filter. */
 	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f->prog, 0, 0) < 0)
-		return lb_fail(err, errno, "loading the seccomp filter");
+		return lb_fail_sys(err, errno, "loading the seccomp filter");
 	return 0;
 }

@@ -105,14 +105,14 @@ static void exec_program(const lb_run_spec *spec, const lb_filter *filter, struc
 		lb_child_fail(rep, errno, "working directory %s", cwd);
 	umask(022);
 	if (lb_apply_rlimits(&spec->limits, memory_in_cgroup, &e) < 0)
-		lb_child_fail(rep, e.code, "%s", e.msg);
+		lb_child_relay(rep, &e);
 	char buf[4096];
 	const char *prog = resolve_command(spec->argv[0], spec->envp, buf, sizeof buf);
 	if (!prog)
 		lb_child_fail(rep, ENOENT, "%c%s: command not found", EXEC_MARK, spec->argv[0]);
 	/* Last step before execve, so the filter constrains the program and nothing of ours. */
 	if (lb_filter_load(filter, &e) < 0)
-		lb_child_fail(rep, e.code, "%s", e.msg);
+		lb_child_relay(rep, &e);
 	execve(prog, (char *const *)spec->argv, (char *const *)spec->envp);
 	lb_child_fail(rep, errno, "%ccannot execute %s", EXEC_MARK, prog);
 }
@@ -149,7 +149,7 @@ static void run_init(const lb_run_spec *spec, const lb_filter *filter, struct ch
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		lb_child_fail(rep, errno, "mounting the run's /proc");
 	if (lb_become_sandbox_user(&e) < 0)
-		lb_child_fail(rep, e.code, "%s", e.msg);
+		lb_child_relay(rep, &e);
 	/* Not dumpable: the program (same uid) cannot ptrace or read /proc/1 of its init. */
 	prctl(PR_SET_DUMPABLE, 0);
 	write_files(spec, rep);
@@ -197,7 +197,7 @@ static void enter_and_fork(lb_jail *j, const lb_run_spec *spec, const lb_filter 
 		if (cg->procs_fd[i] >= 0 && lb_write_all(cg->procs_fd[i], "0", 1) < 0)
 			lb_child_fail(rep, errno, "joining the run's cgroup");
 	if (lb_jail_enter(j, &e) < 0)
-		lb_child_fail(rep, e.code, "%s", e.msg);
+		lb_child_relay(rep, &e);
 	if (unshare(CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNS) < 0)
 		lb_child_fail(rep, errno, "creating the run's namespaces");
 	int lifeline[2];
@@ -272,7 +272,7 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
 	    pipe2(status, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0 ||
 	    (spec->stdin_data && pipe2(in, O_CLOEXEC) < 0)) {
-		lb_fail(err, errno, "pipe2");
+		lb_fail_sys(err, errno, "pipe2");
 		goto out;
 	}
 	if (lb_cgroup_create(&cg, &spec->limits, err) < 0)
@@ -282,7 +282,7 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 	pid_t parent = getpid();
 	c1 = fork();
 	if (c1 < 0) {
-		lb_fail(err, errno, "fork");
+		lb_fail_sys(err, errno, "fork");
 		goto out;
 	}
 	if (c1 == 0) {
@@ -338,7 +338,7 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 		}
 		int n = poll(p, 4, wait);
 		if (n < 0 && errno != EINTR) {
-			lb_fail(err, errno, "poll");
+			lb_fail_sys(err, errno, "poll");
 			KILL_TREE();
 			aborted = true;
 			break;

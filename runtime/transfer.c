@@ -120,7 +120,7 @@ static int add_file(struct walk *w, int fd, const char *name, const struct stat 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return lb_fail(w->err, errno, "reading %s", name);
+			return lb_fail_sys(w->err, errno, "reading %s", name);
 		if (n == 0)
 			break; /* shrank: libarchive pads the entry */
 		if (archive_write_data(w->a, buf, (size_t)n) < 0)
@@ -148,7 +148,7 @@ static int add_dir(struct walk *w, int dirfd, const char *name, const struct sta
 	if (!d) {
 		if (dup_fd >= 0)
 			close(dup_fd);
-		return lb_fail(w->err, errno, "listing %s", name);
+		return lb_fail_sys(w->err, errno, "listing %s", name);
 	}
 	int rc = 0;
 	for (struct dirent *de; rc == 0 && (de = readdir(d));) {
@@ -195,7 +195,7 @@ static int send_tree(int fd, int out_fd, uint64_t max, int report, struct walk *
 	if (archive_write_open(w->a, w, NULL, tar_write, NULL) != ARCHIVE_OK)
 		archive_fail(w, "starting the tar stream");
 	else if (fstat(fd, &st) < 0)
-		lb_fail(err, errno, "fstat");
+		lb_fail_sys(err, errno, "fstat");
 	else if (S_ISREG(st.st_mode))
 		rc = add_file(w, fd, ROOT, &st);
 	else if (S_ISDIR(st.st_mode))
@@ -250,7 +250,7 @@ static int write_entry_data(struct archive *a, int fd, const char *name, uint64_
 				       "the copy is larger than the limit of %llu bytes",
 				       (unsigned long long)max);
 		if (lb_write_all(fd, buf, (size_t)n) < 0)
-			return lb_fail(err, errno, "writing %s", name);
+			return lb_fail_sys(err, errno, "writing %s", name);
 	}
 }
 
@@ -315,8 +315,9 @@ static int receive_tree(int in_fd, int base_fd, int file_fd, const char *dest, u
 			_cleanup_fd_ int dfd =
 				lb_open_beneath(base_fd, path, O_RDONLY | O_DIRECTORY, 0);
 			if (dfd < 0)
-				rc = lb_fail(err, errno,
-					     "%s is not a directory (symlinks are refused)", path);
+				rc = lb_fail_sys(err, errno,
+						 "%s is not a directory (symlinks are refused)",
+						 path);
 		} else if (type == AE_IFREG) {
 			if (!*path) {
 				rc = lb_fail(err, EISDIR,
@@ -368,7 +369,7 @@ static pid_t spawn_jail_side(lb_jail *j, jail_fn fn, int pipe_fd, const char *re
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
-		lb_fail(err, errno, "fork");
+		lb_fail_sys(err, errno, "fork");
 		return -1;
 	}
 	if (pid)
@@ -381,12 +382,12 @@ static pid_t spawn_jail_side(lb_jail *j, jail_fn fn, int pipe_fd, const char *re
 	int keep[16] = {rep, pipe_fd};
 	lb_close_fds_except(keep, lb_jail_keep_fds(j, keep, 2));
 	if (lb_jail_enter(j, &e) < 0 || lb_become_sandbox_user(&e) < 0)
-		lb_child_fail(rep, e.code, "%s", e.msg);
+		lb_child_relay(rep, &e);
 	_cleanup_fd_ int ws = open("/sandbox", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (ws < 0)
 		lb_child_fail(rep, errno, "opening the workspace");
 	if (fn(ws, pipe_fd, rel, mode, max, rep, &e) < 0)
-		lb_child_fail(rep, e.code, "%s", e.msg);
+		lb_child_relay(rep, &e);
 	_exit(0);
 }
 
@@ -410,7 +411,9 @@ static int finish_jail_side(pid_t pid, int report_fd, char *skipped, size_t skip
 	int st;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
-	if (failed) { /* the jail side's reason comes first: ours is usually just EPIPE */
+	/* When one side fails the other usually sees only a broken pipe or a cut stream: report
+	 * the side whose reason is not EPIPE, the jail side's when both have one. */
+	if (failed && (child_err.code != EPIPE || side_rc == 0)) {
 		if (err)
 			*err = child_err;
 		return -1;
@@ -436,8 +439,8 @@ static int jail_send(int ws, int pipe_fd, const char *rel, unsigned mode, uint64
 	(void)mode;
 	_cleanup_fd_ int fd = lb_open_beneath(ws, rel, O_RDONLY | O_NONBLOCK, 0);
 	if (fd < 0)
-		return lb_fail(err, errno, "opening /sandbox/%s (symlinks and \"..\" are refused)",
-			       rel);
+		return lb_fail_sys(err, errno,
+				   "opening /sandbox/%s (symlinks and \"..\" are refused)", rel);
 	struct walk w;
 	return send_tree(fd, pipe_fd, max, report, &w, err);
 }
@@ -450,17 +453,17 @@ int lb_copy_in(lb_jail *j, const char *host_path, const char *jail_path, unsigne
 		return -1;
 	_cleanup_fd_ int src = open(host_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (src < 0)
-		return lb_fail(err, errno, "reading %s", host_path);
+		return lb_fail_sys(err, errno, "reading %s", host_path);
 	struct stat st;
 	if (fstat(src, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
 		return lb_fail(err, EINVAL, "%s is not a regular file or a directory", host_path);
 	int pipefd[2], report[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return lb_fail(err, errno, "pipe2");
+		return lb_fail_sys(err, errno, "pipe2");
 	if (pipe2(report, O_CLOEXEC) < 0) {
 		close(pipefd[0]);
 		close(pipefd[1]);
-		return lb_fail(err, errno, "pipe2");
+		return lb_fail_sys(err, errno, "pipe2");
 	}
 	pid_t pid = spawn_jail_side(j, jail_receive, pipefd[0], rel, S_ISREG(st.st_mode) ? mode : 0,
 				    0, report, err);
@@ -493,7 +496,7 @@ static int host_receive(int in_fd, const char *host_path, uint64_t max, lb_error
 	if (exists && S_ISDIR(st.st_mode)) {
 		_cleanup_fd_ int dfd = open(host_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dfd < 0)
-			return lb_fail(err, errno, "opening %s", host_path);
+			return lb_fail_sys(err, errno, "opening %s", host_path);
 		return receive_tree(in_fd, dfd, -1, "", 0, max, err);
 	}
 	char dir[PATH_MAX], tmp[PATH_MAX];
@@ -510,11 +513,11 @@ static int host_receive(int in_fd, const char *host_path, uint64_t max, lb_error
 		return lb_fail(err, EINVAL, "%s: no file name", host_path);
 	_cleanup_fd_ int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
-		return lb_fail(err, errno, "opening directory %s", slash ? dir : ".");
+		return lb_fail_sys(err, errno, "opening directory %s", slash ? dir : ".");
 	if (exists && !S_ISREG(st.st_mode)) {
 		_cleanup_fd_ int fd = open(host_path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
 		if (fd < 0)
-			return lb_fail(err, errno, "writing %s", host_path);
+			return lb_fail_sys(err, errno, "writing %s", host_path);
 		return receive_tree(in_fd, -1, fd, "", 0, max, err);
 	}
 	snprintf(tmp, sizeof tmp, ".%.200s.llmbox-%d", base, (int)getpid());
@@ -523,7 +526,7 @@ static int host_receive(int in_fd, const char *host_path, uint64_t max, lb_error
 	/* The stream's ROOT entry lands at `tmp` beneath dfd: a file, or a whole directory. */
 	int rc = receive_tree(in_fd, dfd, -1, tmp, 0, max, err);
 	if (rc == 0 && renameat(dfd, tmp, dfd, base) < 0)
-		rc = lb_fail(err, errno, "renaming the copy to %s", host_path);
+		rc = lb_fail_sys(err, errno, "renaming the copy to %s", host_path);
 	if (rc < 0 && unlinkat(dfd, tmp, 0) < 0 && errno == EISDIR)
 		lb_remove_tree_at(dfd, tmp);
 	return rc;
@@ -537,11 +540,11 @@ int lb_copy_out(lb_jail *j, const char *jail_path, const char *host_path, uint64
 		return -1;
 	int pipefd[2], report[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return lb_fail(err, errno, "pipe2");
+		return lb_fail_sys(err, errno, "pipe2");
 	if (pipe2(report, O_CLOEXEC) < 0) {
 		close(pipefd[0]);
 		close(pipefd[1]);
-		return lb_fail(err, errno, "pipe2");
+		return lb_fail_sys(err, errno, "pipe2");
 	}
 	if (skipped && skipped_len)
 		skipped[0] = '\0';

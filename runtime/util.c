@@ -25,6 +25,28 @@ int lb_fail(lb_error *err, int code, const char *fmt, ...)
 	return -1;
 }
 
+int lb_fail_sys(lb_error *err, int code, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+		va_end(ap);
+		if (n >= 0 && (size_t)n < sizeof err->msg)
+			snprintf(err->msg + n, sizeof err->msg - (size_t)n, ": %s", strerror(code));
+		err->code = code;
+	}
+	errno = code ? code : EIO;
+	return -1;
+}
+
+void lb_child_relay(int report_fd, const lb_error *e)
+{
+	if (report_fd >= 0)
+		(void)lb_write_all(report_fd, e, sizeof *e);
+	_exit(127);
+}
+
 void lb_child_fail(int report_fd, int code, const char *fmt, ...)
 {
 	lb_error e = {.code = code};

@@ -374,6 +374,9 @@ local POLICY = {
                 -- a tmpfs with size=0 is *unlimited*, so zero must never reach the C core
                 workspace = { type = "size", default = DEFAULT_LIMITS.workspace, min = 64 * 1024 },
                 tmp = { type = "size", default = DEFAULT_LIMITS.tmp, min = 64 * 1024 },
+                -- "require": refuse to run where no cgroup can enforce memory and processes
+                -- (rlimits would still bound them, but less exactly and without reporting)
+                cgroup = { type = "enum", values = { "auto", "require" }, default = "auto" },
             },
         },
         filesystem = {

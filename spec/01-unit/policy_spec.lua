@@ -41,7 +41,7 @@ describe("shipped policies", function()
     it("default has the documented limits", function()
         assert.same({
             timeout = 30, cpu = 30, memory = 512 * M, processes = 64, open_files = 256,
-            file_size = 64 * M, output = 1 * M, workspace = 256 * M, tmp = 64 * M,
+            file_size = 64 * M, output = 1 * M, workspace = 256 * M, tmp = 64 * M, cgroup = "auto",
         }, default.limits)
     end)
 
@@ -145,6 +145,7 @@ describe("shipped policies", function()
         assert.same({
             timeout = 10, cpu = 10, memory = 256 * M, processes = 32, open_files = 256,
             file_size = 64 * M, output = 256 * 1024, workspace = 64 * M, tmp = 64 * M,
+            cgroup = "auto",
         }, strict.limits)
         assert.equal("strict", strict.name)
         assert.equal("deny", strict.syscalls.default)
@@ -175,6 +176,7 @@ describe("shipped policies", function()
         assert.same({
             timeout = 300, cpu = 300, memory = 2048 * M, processes = 256, open_files = 256,
             file_size = 64 * M, output = 16 * M, workspace = 1024 * M, tmp = 64 * M,
+            cgroup = "auto",
         }, permissive.limits)
         assert.equal("warn", permissive.checks.mode)
         assert.same({ mode = "none" }, permissive.network)
@@ -304,7 +306,7 @@ describe("broken policy files", function()
     it("unknown key: names the file and the key, suggests the fix, lists allowed keys", function()
         local err, prefix = load_text("typo", 'return { limits = { memroy = "1G" } }')
         assert.equal(prefix .. 'limits.memroy: unknown key (did you mean "memory"?); allowed keys in '
-            .. "limits: cpu, file_size, memory, open_files, output, processes, timeout, tmp, workspace", err)
+            .. "limits: cgroup, cpu, file_size, memory, open_files, output, processes, timeout, tmp, workspace", err)
         err = load_text("top", "return { limit = {} }")
         assert.matches('limit: unknown key (did you mean "limits"?); allowed keys: checks, description, '
             .. "env, extends, filesystem, limits, network, syscalls", err, 1, true)

@@ -25,6 +25,13 @@ function _M.open(policy, recipe)
         return nil, ("policy %q asks for network mode %q; the native backend only provides "
             .. "\"none\" (loopback only)"):format(policy.name, policy.network.mode)
     end
+    if policy.limits.cgroup == "require" then
+        local version, _, _, note = core.cgroup()
+        if version == 0 then
+            return nil, ("policy %q requires cgroup-enforced limits (limits.cgroup = \"require\"), "
+                .. "but this host offers none: %s"):format(policy.name, note)
+        end
+    end
     local sc = policy.syscalls
     -- Resolve names here so a typo is reported with the policy file and the key, not just by C.
     for _, list in ipairs({ "deny", "allow" }) do

@@ -1,0 +1,122 @@
+-- Reliability: many sandboxes at once leave nothing behind; a caller killed mid-run leaves
+-- nothing behind; host-side failures and unmet requirements are clear errors.
+local llmbox = require "llmbox"
+local helpers = require "spec.helpers"
+local soak = require "support.soak_lib"
+local q = helpers.shell_quote
+
+local function sh(cmd)
+    local p = io.popen(cmd)
+    local out = p:read("*a")
+    p:close()
+    return out
+end
+
+describe("reliability", function()
+    it("soak: hundreds of sandboxes, many at once, some killed by limits and timeouts, leave nothing", function()
+        local rep = soak.run(4, 120)
+        assert.same({}, rep.problems, soak.describe(rep))
+        local total = 0
+        for _, n in pairs(rep.counts) do total = total + n end
+        assert.equal(480, total)
+    end)
+
+    it("a caller killed with SIGKILL mid-run leaves no process and no cgroup behind", function()
+        local n = math.random(100, 999)
+        local marker = "sleep 987." .. n
+        -- a pattern that matches the sleeps but not the command lines that search for them
+        local pattern = "[s]leep 987[.]" .. n
+        local out = os.tmpname()
+        os.execute(("%s exec -- sh -c %s > %s 2>&1 & echo $! > %s.pid"):format(q(helpers.bin),
+            q(marker .. " & " .. marker), out, out))
+        local pid = helpers.read(out .. ".pid"):match("%d+")
+        -- wait until the sandboxed sleeps run
+        local seen = false
+        for _ = 1, 50 do
+            if sh("pgrep -f " .. q(pattern) .. " | wc -l"):match("%d+") ~= "0" then seen = true break end
+            os.execute("sleep 0.1")
+        end
+        assert.is_true(seen, "the sandboxed processes never started")
+        os.execute("kill -9 " .. pid)
+        local gone = false
+        for _ = 1, 50 do
+            if sh("pgrep -f " .. q(pattern) .. " | wc -l"):match("%d+") == "0" then gone = true break end
+            os.execute("sleep 0.1")
+        end
+        assert.is_true(gone, "sandboxed processes outlived their caller")
+        -- its per-run cgroup is swept by the next run
+        local s = assert(llmbox.session({ lang = "shell" }))
+        assert(s:run("true"))
+        s:close()
+        local left = 0
+        for _, base in ipairs({ "/sys/fs/cgroup/memory/llmbox", "/sys/fs/cgroup/pids/llmbox" }) do
+            for _, name in ipairs(require("llmbox.core").listdir(base) or {}) do
+                if name:match("^run%-" .. pid .. "%-") then left = left + 1 end
+            end
+        end
+        assert.equal(0, left)
+        os.remove(out); os.remove(out .. ".pid")
+    end)
+
+    it("out of disk on the host side: a clear error, the old file intact, no temporary left", function()
+        local dir = os.tmpname()
+        os.remove(dir)
+        assert.is_true(os.execute("mkdir -p " .. q(dir) .. " && mount -t tmpfs -o size=256k tmpfs " .. q(dir)) == 0)
+        helpers.write(dir .. "/keep", "old")
+        local s = assert(llmbox.session({ lang = "shell" }))
+        assert(s:exec("head -c 1000000 /dev/zero > /sandbox/big"))
+        local ok, err = s:copy_from("/sandbox/big", dir .. "/keep")
+        s:close()
+        assert.is_nil(ok)
+        assert.matches("No space left on device", err)
+        assert.equal("old", helpers.read(dir .. "/keep"))
+        assert.equal("keep\n", sh("ls -A " .. q(dir)))
+        os.execute("umount " .. q(dir) .. " && rmdir " .. q(dir))
+    end)
+
+    it("a missing runtime path is an error naming the path, not a weaker jail", function()
+        local p = helpers.write(os.tmpname() .. ".lua", [[
+return { extends = "default", filesystem = { ro = { "/usr", "/opt/no-such-runtime" } } }]])
+        local s, err = llmbox.session({ lang = "python", policy = p })
+        assert.is_nil(s)
+        assert.matches("/opt/no-such-runtime is not available on this host", err, 1, true)
+        assert.matches("optional", err)
+        os.remove(p)
+    end)
+
+    it("a cgroup the operator asked for and cannot have is an error, not a fallback", function()
+        local st, _, err = helpers.cli({ "run", "-c", "print(1)" }, { env = "LLMBOX_CGROUP=/nonexistent/llmbox" })
+        assert.equal(125, st)
+        assert.matches("LLMBOX_CGROUP=/nonexistent/llmbox cannot be used", err, 1, true)
+        -- a policy that requires cgroups, on a host where this user has none: refused
+        local p = helpers.write(os.tmpname() .. ".lua", 'return { extends = "default", limits = { cgroup = "require" } }')
+        local version = require("llmbox.core").cgroup()
+        local s, serr = llmbox.session({ lang = "python", policy = p })
+        if version == 0 then
+            assert.is_nil(s)
+            assert.matches("requires cgroup%-enforced limits", serr)
+        else
+            assert.is_truthy(s, serr) -- control: where cgroups exist, the policy runs
+            assert.equal("1\n", assert(s:run("print(1)")).stdout)
+            s:close()
+        end
+        os.remove(p)
+    end)
+end)
+
+describe("reliability, unprivileged #unpriv", function()
+    it("a policy that requires cgroups is refused where this user has none", function()
+        local p = helpers.write(os.tmpname() .. ".lua", 'return { extends = "default", limits = { cgroup = "require" } }')
+        local version, _, _, note = require("llmbox.core").cgroup()
+        local s, err = llmbox.session({ lang = "python", policy = p })
+        os.remove(p)
+        if version == 0 then
+            assert.is_nil(s)
+            assert.matches("requires cgroup%-enforced limits", err)
+            assert.matches(note, err, 1, true)
+        else
+            assert.is_truthy(s)
+            s:close()
+        end
+    end)
+end)

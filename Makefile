@@ -36,7 +36,9 @@ MODULE := build/lib/llmbox/core.so
 
 # Debian packages: what building needs, and what the specs need on top.
 DEPS_BUILD := gcc make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev lua-cjson python3
-DEPS_TEST  := lua-busted clang-format luarocks
+DEPS_TEST  := lua-busted clang-format luarocks $(DEPS_LANGS)
+# Toolchains the language recipes drive (the specs run each one for real).
+DEPS_LANGS := nodejs default-jdk-headless g++ golang-go r-base-core ruby
 
 .PHONY: all deps deps-test demo test soak lint format install uninstall clean paths
 

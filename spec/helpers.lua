@@ -30,15 +30,8 @@ function _M.read(path)
 end
 
 -- Monotonic seconds (busted's os.clock is CPU time).
-local ffi = require "ffi"
-ffi.cdef [[
-typedef struct { long tv_sec; long tv_nsec; } llmbox_spec_timespec;
-int clock_gettime(int clk, llmbox_spec_timespec *ts);
-]]
 function _M.now()
-    local ts = ffi.new("llmbox_spec_timespec")
-    ffi.C.clock_gettime(1, ts)
-    return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) / 1e9
+    return require("llmbox.util").now_ms() / 1000
 end
 
 function _M.uid()

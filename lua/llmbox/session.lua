@@ -9,6 +9,8 @@ local backends = require "llmbox.backends"
 local type, pairs, ipairs, tostring, setmetatable = type, pairs, ipairs, tostring, setmetatable
 local concat, sort, format = table.concat, table.sort, string.format
 
+local now_ms = require("llmbox.util").now_ms
+
 local _M = { _VERSION = "0.1.0" }
 local Session = {}
 Session.__index = Session
@@ -170,8 +172,30 @@ function Session:run(code, opts)
         return nil, format("refused by policy %q: %s", self.policy.name, _M.describe_violations(report)), report
     end
     local path = CODE_DIR .. "/" .. recipe.file
-    local res, err = self:_exec(recipes.argv(recipe, path, opts.args), opts, recipe,
-        { { path = path, data = code, mode = 420 } })
+    local files = recipes.files(recipe, path, code)
+    local res, err
+    if recipe.compile then
+        -- Compiled languages: the compile step shares the run's wall clock; a failed compile is
+        -- the program's failure (its errors on stderr), not the sandbox's.
+        local started = now_ms()
+        res, err = self:_exec(recipes.argv(recipe, path, nil, recipe.compile), opts, recipe, files)
+        if not res then return nil, err end
+        res.phase = "compile"
+        if res.exit_code ~= 0 or res.limit then return res end
+        local compile = { exit_code = res.exit_code, stdout = res.stdout, stderr = res.stderr,
+            duration_ms = res.duration_ms }
+        local run_opts = setmetatable({}, { __index = opts })
+        local timeout = opts.timeout or self.policy.limits.timeout
+        run_opts.timeout = math.max(0.001, timeout - (now_ms() - started) / 1000)
+        run_opts.files = nil
+        res, err = self:_exec(recipes.argv(recipe, path, opts.args), run_opts, recipe, {})
+        if res then
+            res.compile = compile
+            res.duration_ms = res.duration_ms + compile.duration_ms
+        end
+    else
+        res, err = self:_exec(recipes.argv(recipe, path, opts.args), opts, recipe, files)
+    end
     if res and #report.violations > 0 then res.warnings = report.violations end
     return res, err
 end

@@ -2,7 +2,22 @@
 local byte, char, sub, concat = string.byte, string.char, string.sub, table.concat
 local floor = math.floor
 
+local ffi = require "ffi"
+
 local _M = { _VERSION = "0.1.0" }
+
+ffi.cdef [[
+typedef struct { long tv_sec; long tv_nsec; } llmbox_timespec;
+int clock_gettime(int clk, llmbox_timespec *ts);
+]]
+local timespec = ffi.typeof("llmbox_timespec")
+
+-- Milliseconds of CLOCK_MONOTONIC (os.clock is CPU time, os.time has whole seconds).
+function _M.now_ms()
+    local ts = timespec()
+    ffi.C.clock_gettime(1, ts)
+    return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
+end
 
 -- Replaces every byte that is not part of a well-formed UTF-8 sequence with U+FFFD, so program
 -- output of any kind can go into JSON without breaking the encoder or the reader.

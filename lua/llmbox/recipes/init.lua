@@ -21,6 +21,22 @@ _M.schema = {
         file = { type = "string", required = true, pattern = "^[%w_.-]+$",
             pattern_desc = "a plain file name such as main.py" },
         run = { type = "array", of = "string", required = true },
+        -- compiled languages: this argv runs first; the run starts only if it exits 0
+        compile = string_list,
+        -- files shipped next to the recipe (recipes/<name>/<src>) written into the jail for
+        -- each run, e.g. startup hooks: { { src = "sitecustomize.py", dst = "/tmp/llmbox/hooks/..." } }
+        hooks = { type = "array", default = {}, of = { type = "record", fields = {
+            src = { type = "string", required = true, pattern = "^[%w_.-]+$",
+                pattern_desc = "a file name in the recipe's directory" },
+            dst = { type = "string", required = true, pattern = "^/tmp/llmbox/",
+                pattern_desc = "a path under /tmp/llmbox/" },
+        } } },
+        -- for get_language_details-style questions
+        details = { type = "record", default = {}, fields = {
+            package_manager = "string",
+            preinstalled = { type = "array", of = "string", default = {} },
+            plots = { type = "boolean", default = false },
+        } },
         env = { type = "map", of = "string", default = {} },
         version = string_list,
         checks = "string",
@@ -103,12 +119,27 @@ function _M.for_file(path)
     return nil, ("no language handles .%s files: use -l LANG"):format(ext)
 end
 
--- The argv of a run: the recipe's template with {file} filled in, then the program's arguments.
-function _M.argv(recipe, file, args)
+-- An argv template with {file} (the code's path) and {dir} (its directory) filled in, then the
+-- program's arguments.
+function _M.argv(recipe, file, args, template)
+    local dir = file:match("^(.*)/[^/]*$") or "."
     local argv = {}
-    for _, a in ipairs(recipe.run) do argv[#argv + 1] = (a:gsub("{file}", file)) end
+    for _, a in ipairs(template or recipe.run) do
+        argv[#argv + 1] = (a:gsub("{file}", file):gsub("{dir}", dir))
+    end
     for _, a in ipairs(args or {}) do argv[#argv + 1] = a end
     return argv
+end
+
+-- The files a run needs inside the jail: the code, then the recipe's hooks.
+function _M.files(recipe, path, code)
+    local files = { { path = path, data = code, mode = 420 } }
+    for _, h in ipairs(recipe.hooks) do
+        local f = assert(io.open(recipe.path:match("^(.*)/[^/]*$") .. "/" .. recipe.name .. "/" .. h.src, "rb"))
+        files[#files + 1] = { path = h.dst, data = f:read("*a"), mode = 420 }
+        f:close()
+    end
+    return files
 end
 
 return _M

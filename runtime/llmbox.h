@@ -115,9 +115,16 @@ typedef struct lb_run_spec {
 	const char *cwd;	 /* NULL: /sandbox */
 	const char *stdin_data;	 /* NULL: /dev/null */
 	size_t stdin_len;
-	const lb_file *
-		files; /* written inside the jail, as the sandbox user, before the program starts */
+	/* written inside the jail, as the sandbox user, before the program starts */
+	const lb_file *files;
 	size_t n_files;
+	/* Trees removed (beneath the jail's root, as the sandbox user) before the files are
+	 * written: results of the previous run that must not show up in this one. */
+	const char *const *clean;
+	size_t n_clean;
+	/* The host's network instead of the jail's loopback-only one, for this run only: library
+	 * installs that a policy allows. Everything else about the jail stays. */
+	bool host_network;
 	lb_limits limits;
 	lb_output_fn on_output;
 	void *ud;

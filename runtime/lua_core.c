@@ -4,6 +4,8 @@
  *   core.backends()                    -> { native = { pool = true, ... }, ... }
  *   core.open(backend, cfg)            -> session | nil, err, errno_name
  *   session:run(spec)                  -> result | nil, err, errno_name
+ *       spec = { argv, env, cwd, stdin, files = {{path, data, mode}}, clean = {paths},
+ *                limits = {...}, host_network = bool, on_stdout, on_stderr }
  *   session:copy_in(host_path, path [, mode])   -> true [, skipped] | nil, err
  *   session:copy_out(path, host_path [, max])   -> true [, skipped] | nil, err
  *   session:close()
@@ -284,6 +286,8 @@ static int l_run(lua_State *L)
 	}
 	spec.files = files;
 	spec.n_files = nf;
+	spec.clean = string_array(L, 2, "clean", &spec.n_clean);
+	spec.host_network = opt_bool(L, 2, "host_network", false);
 	read_limits(L, 2, &spec.limits);
 
 	struct out_ctx ctx = {.L = L};

@@ -119,11 +119,25 @@ static void exec_program(const lb_run_spec *spec, const lb_filter *filter, struc
 
 static void write_files(const lb_run_spec *spec, int rep)
 {
-	if (!spec->n_files)
+	if (!spec->n_files && !spec->n_clean)
 		return;
 	_cleanup_fd_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		lb_child_fail(rep, errno, "open /");
+	for (size_t i = 0; i < spec->n_clean; i++) {
+		const char *c = spec->clean[i];
+		while (*c == '/')
+			c++;
+		char parent[4096];
+		snprintf(parent, sizeof parent, "%s", c);
+		char *slash = strrchr(parent, '/');
+		if (!slash || strstr(c, ".."))
+			continue; /* only trees below a top-level directory, never ".." */
+		*slash = '\0';
+		_cleanup_fd_ int pfd = lb_open_beneath(root, parent, O_RDONLY | O_DIRECTORY, 0);
+		if (pfd >= 0)
+			lb_remove_tree_at(pfd, slash + 1);
+	}
 	for (size_t i = 0; i < spec->n_files; i++) {
 		const lb_file *f = &spec->files[i];
 		if (lb_mkdirs_beneath(root, f->path, 0755) < 0)
@@ -196,7 +210,7 @@ static void enter_and_fork(lb_jail *j, const lb_run_spec *spec, const lb_filter 
 	for (int i = 0; i < 2; i++)
 		if (cg->procs_fd[i] >= 0 && lb_write_all(cg->procs_fd[i], "0", 1) < 0)
 			lb_child_fail(rep, errno, "joining the run's cgroup");
-	if (lb_jail_enter(j, &e) < 0)
+	if (lb_jail_enter_net(j, !spec->host_network, &e) < 0)
 		lb_child_relay(rep, &e);
 	if (unshare(CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNS) < 0)
 		lb_child_fail(rep, errno, "creating the run's namespaces");

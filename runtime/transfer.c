@@ -31,17 +31,25 @@
 #define ROOT	  "llmbox"
 #define MAX_DEPTH 64
 
-/* "/sandbox/a/b" or "a/b" -> "a/b"; anything else outside the workspace is refused. */
-static int workspace_relative(const char *path, const char **rel, lb_error *err)
+/* "/sandbox/a/b" or "a/b" -> base "/sandbox", "a/b". With allow_tmp, "/tmp/a" -> base "/tmp",
+ * "a" (where runs leave plots and other results). Anything else is refused. */
+static int jail_relative(const char *path, bool allow_tmp, const char **base, const char **rel,
+			 lb_error *err)
 {
+	*base = "/sandbox";
 	if (path[0] == '/') {
-		if (strncmp(path, "/sandbox/", 9) != 0)
+		if (strncmp(path, "/sandbox/", 9) == 0) {
+			path += 9;
+		} else if (allow_tmp && strncmp(path, "/tmp/", 5) == 0) {
+			*base = "/tmp";
+			path += 5;
+		} else {
 			return lb_fail(
 				err, EINVAL,
 				"path %s is outside the workspace: use a path under /sandbox/ "
 				"or one relative to it",
 				path);
-		path += 9;
+		}
 	}
 	while (*path == '/')
 		path++;
@@ -363,8 +371,8 @@ out:
 typedef int (*jail_fn)(int ws, int pipe_fd, const char *rel, unsigned mode, uint64_t max,
 		       int report, lb_error *err);
 
-static pid_t spawn_jail_side(lb_jail *j, jail_fn fn, int pipe_fd, const char *rel, unsigned mode,
-			     uint64_t max, int report[2], lb_error *err)
+static pid_t spawn_jail_side(lb_jail *j, jail_fn fn, int pipe_fd, const char *base, const char *rel,
+			     unsigned mode, uint64_t max, int report[2], lb_error *err)
 {
 	pid_t parent = getpid();
 	pid_t pid = fork();
@@ -383,9 +391,9 @@ static pid_t spawn_jail_side(lb_jail *j, jail_fn fn, int pipe_fd, const char *re
 	lb_close_fds_except(keep, lb_jail_keep_fds(j, keep, 2));
 	if (lb_jail_enter(j, &e) < 0 || lb_become_sandbox_user(&e) < 0)
 		lb_child_relay(rep, &e);
-	_cleanup_fd_ int ws = open("/sandbox", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_fd_ int ws = open(base, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (ws < 0)
-		lb_child_fail(rep, errno, "opening the workspace");
+		lb_child_fail(rep, errno, "opening %s", base);
 	if (fn(ws, pipe_fd, rel, mode, max, rep, &e) < 0)
 		lb_child_relay(rep, &e);
 	_exit(0);
@@ -439,8 +447,7 @@ static int jail_send(int ws, int pipe_fd, const char *rel, unsigned mode, uint64
 	(void)mode;
 	_cleanup_fd_ int fd = lb_open_beneath(ws, rel, O_RDONLY | O_NONBLOCK, 0);
 	if (fd < 0)
-		return lb_fail_sys(err, errno,
-				   "opening /sandbox/%s (symlinks and \"..\" are refused)", rel);
+		return lb_fail_sys(err, errno, "opening %s (symlinks and \"..\" are refused)", rel);
 	struct walk w;
 	return send_tree(fd, pipe_fd, max, report, &w, err);
 }
@@ -448,8 +455,8 @@ static int jail_send(int ws, int pipe_fd, const char *rel, unsigned mode, uint64
 int lb_copy_in(lb_jail *j, const char *host_path, const char *jail_path, unsigned mode,
 	       char *skipped, size_t skipped_len, lb_error *err)
 {
-	const char *rel = NULL;
-	if (workspace_relative(jail_path, &rel, err) < 0)
+	const char *base = NULL, *rel = NULL;
+	if (jail_relative(jail_path, false, &base, &rel, err) < 0)
 		return -1;
 	_cleanup_fd_ int src = open(host_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (src < 0)
@@ -465,8 +472,8 @@ int lb_copy_in(lb_jail *j, const char *host_path, const char *jail_path, unsigne
 		close(pipefd[1]);
 		return lb_fail_sys(err, errno, "pipe2");
 	}
-	pid_t pid = spawn_jail_side(j, jail_receive, pipefd[0], rel, S_ISREG(st.st_mode) ? mode : 0,
-				    0, report, err);
+	pid_t pid = spawn_jail_side(j, jail_receive, pipefd[0], base, rel,
+				    S_ISREG(st.st_mode) ? mode : 0, 0, report, err);
 	close(pipefd[0]);
 	close(report[1]);
 	int rc = -1;
@@ -535,8 +542,8 @@ static int host_receive(int in_fd, const char *host_path, uint64_t max, lb_error
 int lb_copy_out(lb_jail *j, const char *jail_path, const char *host_path, uint64_t max_bytes,
 		char *skipped, size_t skipped_len, lb_error *err)
 {
-	const char *rel = NULL;
-	if (workspace_relative(jail_path, &rel, err) < 0)
+	const char *base = NULL, *rel = NULL;
+	if (jail_relative(jail_path, true, &base, &rel, err) < 0)
 		return -1;
 	int pipefd[2], report[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -548,7 +555,7 @@ int lb_copy_out(lb_jail *j, const char *jail_path, const char *host_path, uint64
 	}
 	if (skipped && skipped_len)
 		skipped[0] = '\0';
-	pid_t pid = spawn_jail_side(j, jail_send, pipefd[1], rel, 0, max_bytes, report, err);
+	pid_t pid = spawn_jail_side(j, jail_send, pipefd[1], base, rel, 0, max_bytes, report, err);
 	close(pipefd[1]);
 	close(report[1]);
 	int rc = -1;

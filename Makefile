@@ -38,7 +38,8 @@ MODULE := build/lib/llmbox/core.so
 DEPS_BUILD := gcc make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev lua-cjson python3
 DEPS_TEST  := lua-busted clang-format luarocks $(DEPS_LANGS)
 # Toolchains the language recipes drive (the specs run each one for real).
-DEPS_LANGS := nodejs default-jdk-headless g++ golang-go r-base-core ruby
+DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby python3-pip \
+              python3-matplotlib python3-numpy python3-plotly python3-seaborn r-cran-ggplot2
 
 .PHONY: all deps deps-test demo test soak lint format install uninstall clean paths
 

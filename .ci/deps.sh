@@ -3,6 +3,8 @@
 # apt-get; anyone else is told the exact command to run.
 missing=""
 for p in "$@"; do
+	# nodejs from other sources (e.g. NodeSource) bundles npm and conflicts with Debian's package
+	if [ "$p" = npm ] && command -v npm >/dev/null 2>&1; then continue; fi
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0

@@ -61,6 +61,16 @@ return {
         mode = "none",
     },
 
+    libraries = {
+        -- run{ libraries = {...} } and s:install{...}: refused unless allowed here. An install
+        -- runs the package manager inside this jail as the sandbox user, writing to the
+        -- workspace; with network = true it gets the host's network for the install only (the
+        -- program never does). Offline sources, e.g. for pip:
+        --   sources = { python = { find_links = { "/srv/wheels" } } }   (mounted read-only)
+        allow = false,
+        network = false,
+    },
+
     env = {
         -- The program's environment is exactly these variables, plus the host variables named
         -- in `pass` when they are set on the host. Nothing else leaks in (tokens, proxies, ...).

@@ -3,7 +3,8 @@
 --
 -- Permissive is not "unsandboxed": it extends default.lua, so the jail is the same — read-only
 -- host mounts, loopback-only network, the same refused syscalls and ioctls, no capabilities.
--- Only the resource limits grow, and code checks report instead of refusing.
+-- Only the resource limits grow, library installs are allowed (with the network for the install
+-- step only), and code checks report instead of refusing.
 
 return {
     extends = "default",
@@ -18,6 +19,14 @@ return {
         output = "16M",
         workspace = "1G",
         -- open_files, file_size and tmp stay as in default
+    },
+
+    -- Library installs are allowed, with the host's network for the install step only: the
+    -- package manager (and whatever install-time code a package runs) gets the host's network
+    -- and writes to the workspace; the program itself still runs with loopback only.
+    libraries = {
+        allow = true,
+        network = true,
     },
 
     checks = {

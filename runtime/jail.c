@@ -254,9 +254,6 @@ static void build_root(int report, int sync, const lb_jail_config *cfg)
 	mount_tmpfs(report, NEWROOT, "mode=0755,size=4m", MS_NOSUID | MS_NODEV);
 	top_level_links(report);
 	write_etc(report, hostname);
-	for (size_t i = 0; i < cfg->n_ro; i++)
-		if (src[i][0])
-			bind_ro(report, src[i], cfg->ro[i].dst, is_dir[i]);
 
 	char opts[128];
 	snprintf(opts, sizeof opts, "mode=0755,uid=%d,gid=%d,size=%llu", LB_SANDBOX_UID,
@@ -267,6 +264,11 @@ static void build_root(int report, int sync, const lb_jail_config *cfg)
 		 (unsigned long long)cfg->tmp_size);
 	mount_tmpfs(report, NEWROOT "/tmp", tmp_opts, MS_NOSUID | MS_NODEV);
 	setup_dev(report, tmp_opts);
+	/* After the tmpfs mounts, so a read-only path below /tmp (an offline package source, say)
+	 * stays visible instead of being hidden under the new /tmp. */
+	for (size_t i = 0; i < cfg->n_ro; i++)
+		if (src[i][0])
+			bind_ro(report, src[i], cfg->ro[i].dst, is_dir[i]);
 
 	/* This /proc belongs to the setup pid namespace and goes empty when K1 exits; each run
 	 * mounts its own on top. Mounting it now, while the host's /proc is still reachable, is

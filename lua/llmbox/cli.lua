@@ -5,6 +5,7 @@
 --   126  the code was refused by an enforcing policy check (run), or is unsafe (check: 1).
 local cjson = require "cjson.safe"
 local util = require "llmbox.util"
+local artifacts = require "llmbox.artifacts"
 
 local io, os, ipairs, pairs, tostring, tonumber = io, os, ipairs, pairs, tostring, tonumber
 local format, concat = string.format, table.concat
@@ -19,7 +20,8 @@ Usage: llmbox COMMAND [OPTIONS]
 Run code that language models write, in a sandbox you control with Lua policies.
 
 Commands:
-  run [-l LANG] [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [--json] (-c CODE | FILE | -) [-- ARGS...]
+  run [-l LANG] [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [--json] [--save-plots DIR]
+      (-c CODE | FILE | -) [-- ARGS...]
                      run code in a fresh sandbox; exit status is the program's
   exec [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [--json] -- CMD [ARGS...]
                      run a command in a fresh sandbox
@@ -41,7 +43,8 @@ Options:
   -i, --stdin           pass llmbox's standard input to the program (else it reads /dev/null)
   -c, --code CODE       the code to run (else FILE, or - for standard input)
   --json                print one JSON object: exit_code, stdout, stderr, timed_out, limit,
-                        duration_ms, truncated
+                        duration_ms, truncated, plots (base64 PNG/HTML)
+  --save-plots DIR      write the run's plots to DIR/plot-N.png (or .html)
   -q, --quiet           do not print the reason when a limit fires
 
 Exit status: the program's (128+N if killed by signal N); 124 timeout; 125 llmbox or
@@ -108,11 +111,22 @@ local RUN_SPEC = {
     ["-c"] = "code", ["--code"] = "code", ["--json"] = { flag = "json" },
     ["-i"] = { flag = "stdin" }, ["--stdin"] = { flag = "stdin" },
     ["-q"] = { flag = "quiet" }, ["--quiet"] = { flag = "quiet" },
+    ["--save-plots"] = "save_plots",
     _stop_at_positional = true,
 }
 
+local function plots_json(plots)
+    local out = {}
+    for i, p in ipairs(plots or {}) do
+        out[i] = { format = p.format, width = p.width or cjson.null, height = p.height or cjson.null,
+            data = artifacts.base64(p.data) }
+    end
+    return setmetatable(out, cjson.array_mt)
+end
+
 local function result_json(r)
     return cjson.encode({
+        plots = plots_json(r.plots),
         exit_code = r.exit_code,
         stdout = util.utf8_repair(r.stdout),
         stderr = util.utf8_repair(r.stderr),
@@ -148,6 +162,20 @@ local function finish(r, opts)
     end
     if r.timed_out then return EXIT_TIMEOUT end
     return r.exit_code
+end
+
+-- Writes plots as DIR/plot-1.png, plot-2.html, ... and says where on stderr.
+local function save_plots(plots, dir)
+    os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
+    for i, p in ipairs(plots) do
+        local path = ("%s/plot-%d.%s"):format(dir, i, p.format)
+        local f, err = io.open(path, "wb")
+        if not f then return nil, "cannot write " .. path .. ": " .. tostring(err) end
+        f:write(p.data)
+        f:close()
+        io.stderr:write("llmbox: saved ", path, "\n")
+    end
+    return true
 end
 
 local function streaming_opts(opts, timeout)
@@ -208,6 +236,10 @@ function _M.run(args)
             return die(rerr, EXIT_REFUSED)
         end
         return die(rerr)
+    end
+    if opts.save_plots and r.plots then
+        local ok, err = save_plots(r.plots, opts.save_plots)
+        if not ok then return die(err) end
     end
     if r.warnings and not opts.json then
         io.stderr:write("llmbox: warning: ", llmbox.describe_violations({ violations = r.warnings }), "\n")

@@ -392,6 +392,34 @@ local POLICY = {
                     hint = 'only "none" (loopback only) is supported by this version' },
             },
         },
+        -- Library installs (run{libraries=}, s:install{}): off unless a policy allows them.
+        -- An install runs the package manager in the session's jail as the sandbox user, with
+        -- the host's network when `network` is true (and only for the install), writing only to
+        -- the workspace. Offline sources are host directories (mounted read-only) or URLs.
+        libraries = {
+            type = "record",
+            fields = {
+                allow = { type = "boolean", default = false },
+                network = { type = "boolean", default = false },
+                timeout = { type = "duration", default = 300 },
+                sources = {
+                    type = "record",
+                    fields = {
+                        -- pip: directories of wheels (--no-index --find-links) or an index URL
+                        python = { type = "record", fields = {
+                            find_links = { type = "array", of = "string", default = {} },
+                            index_url = "string",
+                        } },
+                        -- npm: a registry URL
+                        javascript = { type = "record", fields = { registry = "string" } },
+                        -- gem: a source URL
+                        ruby = { type = "record", fields = { source = "string" } },
+                        -- install.packages: a CRAN mirror URL or a local repository directory
+                        r = { type = "record", fields = { repos = "string" } },
+                    },
+                },
+            },
+        },
         env = {
             type = "record",
             fields = {

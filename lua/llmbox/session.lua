@@ -5,6 +5,7 @@ local policy_mod = require "llmbox.policy"
 local checks = require "llmbox.checks"
 local recipes = require "llmbox.recipes"
 local backends = require "llmbox.backends"
+local artifacts = require "llmbox.artifacts"
 
 local type, pairs, ipairs, tostring, setmetatable = type, pairs, ipairs, tostring, setmetatable
 local concat, sort, format = table.concat, table.sort, string.format
@@ -88,6 +89,7 @@ end
 local function build_limits(self, opts)
     local lim = {}
     for _, k in ipairs(LIMIT_KEYS) do lim[k] = self.policy.limits[k] end
+    if opts.max_timeout then lim.timeout = opts.max_timeout end
     for _, k in ipairs(LIMIT_KEYS) do
         local v = opts[k]
         if v ~= nil then
@@ -107,7 +109,10 @@ end
 local RUN_OPTS = {
     timeout = 1, cpu = 1, memory = 1, processes = 1, open_files = 1, file_size = 1, output = 1,
     stdin = 1, args = 1, env = 1, on_stdout = 1, on_stderr = 1, cwd = 1, files = 1,
+    libraries = 1, keep_plots = 1, artifacts = 1, artifacts_max = 1,
 }
+
+local PLOTS_DIR = "/tmp/llmbox/plots"
 
 local function check_opts(opts, level)
     if opts == nil then return {} end
@@ -134,6 +139,8 @@ function Session:_exec(argv, opts, recipe, files)
         cwd = opts.cwd or "/sandbox",
         stdin = opts.stdin,
         files = f,
+        clean = opts.clean,
+        host_network = opts.host_network,
         limits = limits,
         on_stdout = opts.on_stdout,
         on_stderr = opts.on_stderr,
@@ -171,6 +178,22 @@ function Session:run(code, opts)
     if report.blocked then
         return nil, format("refused by policy %q: %s", self.policy.name, _M.describe_violations(report)), report
     end
+    if opts.libraries and #opts.libraries > 0 then
+        local inst, ierr = self:install(opts.libraries)
+        if not inst then return nil, ierr end
+        if inst.exit_code ~= 0 or inst.limit then
+            inst.phase = "install"
+            return inst
+        end
+    end
+    -- internal options: the run's own (copied so the caller's table is left alone)
+    local o = setmetatable({}, { __index = opts })
+    if recipe.plots then
+        local env = { LLMBOX_PLOTS_DIR = PLOTS_DIR }
+        for k, v in pairs(opts.env or {}) do env[k] = v end
+        o.env = env
+        if not opts.keep_plots then o.clean = { PLOTS_DIR } end
+    end
     local path = CODE_DIR .. "/" .. recipe.file
     local files = recipes.files(recipe, path, code)
     local res, err
@@ -178,25 +201,84 @@ function Session:run(code, opts)
         -- Compiled languages: the compile step shares the run's wall clock; a failed compile is
         -- the program's failure (its errors on stderr), not the sandbox's.
         local started = now_ms()
-        res, err = self:_exec(recipes.argv(recipe, path, nil, recipe.compile), opts, recipe, files)
+        res, err = self:_exec(recipes.argv(recipe, path, nil, recipe.compile), o, recipe, files)
         if not res then return nil, err end
         res.phase = "compile"
         if res.exit_code ~= 0 or res.limit then return res end
         local compile = { exit_code = res.exit_code, stdout = res.stdout, stderr = res.stderr,
             duration_ms = res.duration_ms }
-        local run_opts = setmetatable({}, { __index = opts })
+        local run_opts = setmetatable({}, { __index = o })
         local timeout = opts.timeout or self.policy.limits.timeout
         run_opts.timeout = math.max(0.001, timeout - (now_ms() - started) / 1000)
-        run_opts.files = nil
+        run_opts.files, run_opts.clean = nil, nil
         res, err = self:_exec(recipes.argv(recipe, path, opts.args), run_opts, recipe, {})
         if res then
             res.compile = compile
             res.duration_ms = res.duration_ms + compile.duration_ms
         end
     else
-        res, err = self:_exec(recipes.argv(recipe, path, opts.args), opts, recipe, files)
+        res, err = self:_exec(recipes.argv(recipe, path, opts.args), o, recipe, files)
     end
-    if res and #report.violations > 0 then res.warnings = report.violations end
+    if not res then return nil, err end
+    if #report.violations > 0 then res.warnings = report.violations end
+    if recipe.plots then
+        local plots, perr = self:_collect(PLOTS_DIR, self.policy.limits.tmp)
+        if not plots then return nil, perr end
+        res.plots = artifacts.plots(plots)
+    end
+    if opts.artifacts then
+        local dir = opts.artifacts == true and "/sandbox/output" or opts.artifacts
+        local files_out, ferr = self:_collect(dir, opts.artifacts_max or 10 * 1024 * 1024)
+        if not files_out then return nil, ferr end
+        res.files = files_out
+    end
+    return res
+end
+
+-- Copies a directory of results out of the jail and reads it: { {name, size, data}, ... } sorted
+-- by name ({} when the directory does not exist). Bounded by `max` bytes in all.
+function Session:_collect(dir, max)
+    local host = os.tmpname()
+    os.remove(host)
+    local ok, err, code = self.handle:copy_out(dir, host, max)
+    if not ok then
+        if code == "ENOENT" then return {} end
+        return nil, "collecting " .. dir .. ": " .. tostring(err)
+    end
+    local out = artifacts.read_tree(host)
+    artifacts.remove_tree(host)
+    return out
+end
+
+--- s:install{ "pkg", ... } -> result (the package manager's run) | nil, err
+function Session:install(packages, opts)
+    if type(packages) ~= "table" then error("install: expected a list of package names", 2) end
+    opts = opts or {}
+    local recipe = self.recipe
+    if not recipe then return nil, "this session has no language to install libraries for" end
+    local lib = self.policy.libraries
+    if not lib.allow then
+        return nil, format("policy %q does not allow library installs (libraries.allow = false)", self.policy.name)
+    end
+    if not recipe.install then
+        return nil, format("installing libraries is not supported for %s", recipe.name)
+    end
+    for i, p in ipairs(packages) do
+        local ok, why = artifacts.valid_package_name(p)
+        if not ok then return nil, format("install: package %d (%q) %s", i, tostring(p), why) end
+    end
+    local sources = lib.sources[recipe.name] or {}
+    if recipe.name == "python" and not sources.find_links then sources.find_links = {} end
+    local argv = recipe.install(packages, sources)
+    local o = {
+        timeout = math.min(lib.timeout, opts.timeout or lib.timeout),
+        host_network = lib.network,
+        on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
+    }
+    -- installs may take longer than a run: the policy's libraries.timeout is their ceiling
+    o.max_timeout = lib.timeout
+    local res, err = self:_exec(argv, o, recipe)
+    if res then res.phase = "install" end
     return res, err
 end
 

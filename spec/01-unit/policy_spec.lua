@@ -49,8 +49,8 @@ describe("shipped policies", function()
         local keys = {}
         for k in pairs(default) do keys[#keys + 1] = k end
         table.sort(keys)
-        assert.same({ "checks", "description", "env", "filesystem", "limits", "name", "network",
-            "path", "syscalls" }, keys)
+        assert.same({ "checks", "description", "env", "filesystem", "libraries", "limits", "name",
+            "network", "path", "syscalls" }, keys)
         assert.equal("default", default.name)
         assert.matches("/policies/default%.lua$", default.path)
         assert.is_true(#default.description > 10)
@@ -309,7 +309,7 @@ describe("broken policy files", function()
             .. "limits: cgroup, cpu, file_size, memory, open_files, output, processes, timeout, tmp, workspace", err)
         err = load_text("top", "return { limit = {} }")
         assert.matches('limit: unknown key (did you mean "limits"?); allowed keys: checks, description, '
-            .. "env, extends, filesystem, limits, network, syscalls", err, 1, true)
+            .. "env, extends, filesystem, libraries, limits, network, syscalls", err, 1, true)
     end)
 
     it("wrong type", function()

@@ -13,7 +13,21 @@ local function ro_mounts(policy, recipe)
         ro[#ro + 1] = { src = m.src, dst = m.dst or m.src, optional = m.optional }
     end
     for _, p in ipairs(recipe and recipe.mounts or {}) do
-        ro[#ro + 1] = { src = p, dst = p, optional = false }
+        -- a toolchain that is not installed simply lacks its files: optional
+        ro[#ro + 1] = { src = p, dst = p, optional = true }
+    end
+    local lib = policy.libraries
+    if lib and lib.allow then
+        -- offline sources the package managers read, at the same paths inside
+        for _, d in ipairs(lib.sources.python and lib.sources.python.find_links or {}) do
+            ro[#ro + 1] = { src = d, dst = d, optional = false }
+        end
+        local repos = lib.sources.r and lib.sources.r.repos
+        if repos and repos:sub(1, 1) == "/" then ro[#ro + 1] = { src = repos, dst = repos } end
+        if lib.network then
+            -- name resolution for the install step (the only run that gets a network)
+            ro[#ro + 1] = { src = "/etc/resolv.conf", dst = "/etc/resolv.conf", optional = true }
+        end
     end
     return ro
 end

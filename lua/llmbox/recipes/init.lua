@@ -31,6 +31,10 @@ _M.schema = {
             dst = { type = "string", required = true, pattern = "^/tmp/llmbox/",
                 pattern_desc = "a path under /tmp/llmbox/" },
         } } },
+        -- the recipe's programs leave plots in $LLMBOX_PLOTS_DIR (collected after each run)
+        plots = { type = "boolean", default = false },
+        -- install(packages, sources) -> argv of the package manager (see python.lua)
+        install = "function",
         -- for get_language_details-style questions
         details = { type = "record", default = {}, fields = {
             package_manager = "string",
@@ -57,7 +61,9 @@ end
 local function load_file(path)
     local chunk, err = loadfile(path)
     if not chunk then return nil, "recipe " .. path .. ": " .. err end
-    setfenv(chunk, {})
+    -- data plus small helper functions (install argv builders): no io, os or require
+    setfenv(chunk, { ipairs = ipairs, pairs = pairs, type = type, tostring = tostring,
+        string = string, table = table })
     local ok, t = pcall(chunk)
     if not ok then return nil, "recipe " .. path .. ": " .. tostring(t) end
     if type(t) ~= "table" then return nil, "recipe " .. path .. ": must return a table" end

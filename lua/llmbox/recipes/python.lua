@@ -1,4 +1,6 @@
 -- Python: CPython 3 from the host's /usr, run as a script file so tracebacks name real lines.
+-- Plots: matplotlib (and seaborn) through llmbox's backend, Plotly through a renderer that the
+-- startup hook registers when plotly.io is imported; both write to $LLMBOX_PLOTS_DIR.
 return {
     name = "python",
     aliases = { "py", "python3" },
@@ -10,9 +12,43 @@ return {
         PYTHONDONTWRITEBYTECODE = "1", -- /usr is read-only; don't try to write .pyc files
         PYTHONUNBUFFERED = "1",        -- stream output as it is printed
         PYTHONIOENCODING = "utf-8",
+        -- the hooks first, then libraries installed into the workspace
+        PYTHONPATH = "/tmp/llmbox/hooks:/sandbox/.llmbox/python",
+        MPLBACKEND = "module://llmbox_mpl_backend",
         MPLCONFIGDIR = "/tmp/.matplotlib",
     },
+    hooks = {
+        { src = "sitecustomize.py", dst = "/tmp/llmbox/hooks/sitecustomize.py" },
+        { src = "llmbox_mpl_backend.py", dst = "/tmp/llmbox/hooks/llmbox_mpl_backend.py" },
+    },
+    plots = true,
+    -- Debian keeps matplotlib's default matplotlibrc, and fontconfig its setup, in /etc
+    mounts = { "/etc/matplotlibrc", "/etc/fonts" },
     version = { "/usr/bin/python3", "--version" },
     checks = "python",
     example = 'print("hello from python")',
+    details = {
+        package_manager = "pip (installs into /sandbox/.llmbox/python)",
+        preinstalled = { "numpy", "matplotlib", "plotly", "the standard library" },
+        plots = true,
+    },
+    -- pip into the workspace; offline sources from the policy or the session
+    install = function(packages, sources)
+        local argv = { "/usr/bin/python3", "-m", "pip", "install", "--target", "/sandbox/.llmbox/python",
+            "--no-input", "--disable-pip-version-check", "--no-cache-dir", "--no-warn-script-location",
+            "--progress-bar", "off", "--break-system-packages" }
+        if #sources.find_links > 0 then
+            argv[#argv + 1] = "--no-index"
+            for _, d in ipairs(sources.find_links) do
+                argv[#argv + 1] = "--find-links"
+                argv[#argv + 1] = d
+            end
+        elseif sources.index_url then
+            argv[#argv + 1] = "--index-url"
+            argv[#argv + 1] = sources.index_url
+        end
+        argv[#argv + 1] = "--"
+        for _, p in ipairs(packages) do argv[#argv + 1] = p end
+        return argv
+    end,
 }

@@ -1,0 +1,112 @@
+-- Results a run leaves behind: plots and output files, read from the host-side copy of a jail
+-- directory; plus the checks on library names and base64 for JSON output.
+local core = require "llmbox.core"
+
+local byte, sub, concat = string.byte, string.sub, table.concat
+local floor = math.floor
+
+local _M = { _VERSION = "0.1.0" }
+
+local function read_file(path)
+    local f = io.open(path, "rb")
+    if not f then return nil end
+    local d = f:read("*a")
+    f:close()
+    return d
+end
+
+-- { {name = "a/b.png", size = n, data = bytes}, ... } for every file below `dir`, sorted.
+function _M.read_tree(dir)
+    local out = {}
+    local function walk(d, prefix)
+        local names = core.listdir(d)
+        if not names then
+            -- a single file was copied, not a directory
+            local data = read_file(d)
+            if data and prefix == "" then out[#out + 1] = { name = d:match("[^/]+$"), size = #data, data = data } end
+            return
+        end
+        for _, n in ipairs(names) do
+            local p = d .. "/" .. n
+            if core.listdir(p) then
+                walk(p, prefix .. n .. "/")
+            else
+                local data = read_file(p)
+                if data then out[#out + 1] = { name = prefix .. n, size = #data, data = data } end
+            end
+        end
+    end
+    walk(dir, "")
+    table.sort(out, function(a, b) return a.name < b.name end)
+    return out
+end
+
+function _M.remove_tree(dir)
+    local names = core.listdir(dir)
+    if names then
+        for _, n in ipairs(names) do _M.remove_tree(dir .. "/" .. n) end
+    end
+    os.remove(dir)
+end
+
+-- Width and height from a PNG's IHDR chunk (nil when the bytes are not a PNG).
+function _M.png_size(data)
+    if #data < 24 or sub(data, 1, 8) ~= "\137PNG\r\n\26\n" or sub(data, 13, 16) ~= "IHDR" then return nil end
+    local function u32(i)
+        local a, b, c, d = byte(data, i, i + 3)
+        return ((a * 256 + b) * 256 + c) * 256 + d
+    end
+    return u32(17), u32(21)
+end
+
+-- Plot files -> { {format = "png", data, width, height, name}, {format = "html", ...} }
+function _M.plots(files)
+    local plots = {}
+    for _, f in ipairs(files) do
+        local ext = f.name:match("%.(%w+)$")
+        if ext == "png" then
+            local w, h = _M.png_size(f.data)
+            if w then plots[#plots + 1] = { format = "png", data = f.data, width = w, height = h, name = f.name } end
+        elseif ext == "html" or ext == "svg" then
+            plots[#plots + 1] = { format = ext, data = f.data, name = f.name }
+        end
+    end
+    return plots
+end
+
+-- A package name for a package manager's argv: no option (leading "-"), no path or URL, no
+-- whitespace or control characters. Version specifiers (pkg==1.2, pkg@1.2, @scope/pkg) pass.
+function _M.valid_package_name(name)
+    if type(name) ~= "string" or name == "" then return false, "is not a non-empty string" end
+    if #name > 200 then return false, "is longer than 200 characters" end
+    if name:sub(1, 1) == "-" then return false, "starts with '-' (options cannot be passed as packages)" end
+    if name:find("[%s%c]") then return false, "contains whitespace or control characters" end
+    if name:find("://", 1, true) or name:find("..", 1, true) or name:find("\\", 1, true) then
+        return false, "looks like a URL or a path; give a package name"
+    end
+    if not name:match("^@?[%w][%w@/._+~<>=!^*,:-]*$") then
+        return false, "contains characters a package name cannot have"
+    end
+    local slashes = select(2, name:gsub("/", ""))
+    if slashes > 1 or (slashes == 1 and name:sub(1, 1) ~= "@") then
+        return false, "looks like a path; only npm scopes (@scope/name) may contain '/'"
+    end
+    return true
+end
+
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+function _M.base64(data)
+    local out, n = {}, 0
+    for i = 1, #data, 3 do
+        local a, b, c = byte(data, i, i + 2)
+        local v = a * 65536 + (b or 0) * 256 + (c or 0)
+        local c1, c2 = floor(v / 262144) % 64, floor(v / 4096) % 64
+        local c3, c4 = floor(v / 64) % 64, v % 64
+        n = n + 1
+        out[n] = sub(B64, c1 + 1, c1 + 1) .. sub(B64, c2 + 1, c2 + 1)
+            .. (b and sub(B64, c3 + 1, c3 + 1) or "=") .. (c and sub(B64, c4 + 1, c4 + 1) or "=")
+    end
+    return concat(out)
+end
+
+return _M

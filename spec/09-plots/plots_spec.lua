@@ -1,0 +1,93 @@
+-- Plots come back as real images: PNG bytes with the right magic number and dimensions.
+local llmbox = require "llmbox"
+local helpers = require "spec.helpers"
+local artifacts = require "llmbox.artifacts"
+local cjson = require "cjson"
+
+local function is_png(p, w, h)
+    assert.equal("png", p.format)
+    assert.equal("\137PNG\r\n\26\n", p.data:sub(1, 8))
+    if w then assert.equal(w, p.width); assert.equal(h, p.height) end
+    assert.same({ p.width, p.height }, { artifacts.png_size(p.data) })
+end
+
+describe("plots #unpriv", function()
+    local s
+    setup(function() s = assert(llmbox.session({ lang = "python", policy = "permissive" })) end)
+    teardown(function() s:close() end)
+
+    it("captures matplotlib figures from show(), savefig() and figures left open", function()
+        local r = assert(s:run([[
+import matplotlib.pyplot as plt
+plt.figure(figsize=(4, 3), dpi=100); plt.plot([1, 2, 3], [1, 4, 9]); plt.show()
+fig = plt.figure(figsize=(2, 2), dpi=100); plt.bar([1, 2], [3, 4]); fig.savefig('/sandbox/bar.png')
+plt.figure(figsize=(5, 1), dpi=100); plt.plot([0, 1])
+raise SystemExit(0)
+]]))
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal(3, #r.plots)
+        is_png(r.plots[1], 400, 300)
+        is_png(r.plots[2], 200, 200)
+        is_png(r.plots[3], 500, 100)
+        -- the program's own savefig still wrote its file
+        assert.equal(0, assert(s:exec({ "test", "-s", "/sandbox/bar.png" })).exit_code)
+        -- no code was prepended: traceback line numbers are the program's
+        r = assert(s:run("import matplotlib.pyplot as plt\n\nraise ValueError('line 3')"))
+        assert.matches('main.py", line 3', r.stderr, 1, true)
+    end)
+
+    it("captures seaborn (through matplotlib) and Plotly (as HTML)", function()
+        local r = assert(s:run([[
+import seaborn as sns
+sns.histplot([1, 2, 2, 3, 3, 3])
+import plotly.graph_objects as go
+go.Figure(go.Bar(x=["a", "b"], y=[1, 3])).show()
+]]))
+        assert.equal(0, r.exit_code, r.stderr)
+        local formats = {}
+        for _, p in ipairs(r.plots) do formats[#formats + 1] = p.format end
+        table.sort(formats)
+        assert.same({ "html", "png" }, formats)
+        for _, p in ipairs(r.plots) do
+            if p.format == "html" then assert.matches("plotly", p.data) else is_png(p) end
+        end
+    end)
+
+    it("clears plots between runs unless asked to keep them", function()
+        assert.equal(1, #assert(s:run("import matplotlib.pyplot as plt; plt.plot([1])")).plots)
+        assert.equal(0, #assert(s:run("print('no plot')")).plots)
+        assert.equal(1, #assert(s:run("import matplotlib.pyplot as plt; plt.plot([1])")).plots)
+        assert.equal(2, #assert(s:run("import matplotlib.pyplot as plt; plt.plot([2])", { keep_plots = true })).plots)
+    end)
+
+    it("returns files from the output folder as artifacts, bounded in size", function()
+        local r = assert(s:run("import os; os.makedirs('/sandbox/output/sub', exist_ok=True); "
+            .. "open('/sandbox/output/a.txt','w').write('hello'); open('/sandbox/output/sub/b.bin','wb').write(bytes(10))",
+            { artifacts = true }))
+        assert.same({ "a.txt", "sub/b.bin" }, { r.files[1].name, r.files[2].name })
+        assert.equal("hello", r.files[1].data)
+        assert.equal(10, r.files[2].size)
+        local r2, err = s:run("open('/sandbox/output/big','wb').write(bytes(100000))", { artifacts = true, artifacts_max = 1000 })
+        assert.is_nil(r2)
+        assert.matches("larger than the limit", err)
+    end)
+
+    it("--json carries plots base64-encoded and --save-plots writes them", function()
+        local st, out = helpers.cli({ "run", "-p", "permissive", "--json", "-c", "import matplotlib.pyplot as plt; plt.figure(figsize=(3,2), dpi=50); plt.plot([1])" })
+        assert.equal(0, st)
+        local j = cjson.decode(out)
+        assert.equal(1, #j.plots)
+        assert.equal("png", j.plots[1].format)
+        assert.equal(150, j.plots[1].width)
+        assert.equal(100, j.plots[1].height)
+        assert.equal("iVBORw0KGgo", j.plots[1].data:sub(1, 11)) -- base64 of the PNG magic
+        local dir = os.tmpname()
+        os.remove(dir)
+        local st2, _, err = helpers.cli({ "run", "-p", "permissive", "--save-plots", dir, "-c", "import matplotlib.pyplot as plt; plt.plot([1])" })
+        assert.equal(0, st2)
+        assert.matches("saved", err)
+        local png = helpers.read(dir .. "/plot-1.png")
+        assert.equal("\137PNG", png:sub(1, 4))
+        os.execute("rm -rf " .. helpers.shell_quote(dir))
+    end)
+end)

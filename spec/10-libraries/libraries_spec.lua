@@ -1,0 +1,83 @@
+-- Library installs: into the session's workspace, from an offline source or the npm registry,
+-- with the network for the install step only, and names that cannot smuggle options.
+local llmbox = require "llmbox"
+local helpers = require "spec.helpers"
+local wheel = require "support.wheel"
+
+local function policy_file(text)
+    return helpers.write(os.tmpname() .. ".lua", text)
+end
+
+describe("libraries", function()
+    local wheels, pol
+    setup(function()
+        wheels = os.tmpname()
+        os.remove(wheels)
+        wheel.build(wheels, "llmboxdemo", "1.0", "def answer():\n    return 42\n")
+        pol = policy_file(([[return { extends = "default", checks = { mode = "off" },
+            libraries = { allow = true, sources = { python = { find_links = { %q } } } } }]]):format(wheels))
+    end)
+    teardown(function()
+        os.execute("rm -rf " .. helpers.shell_quote(wheels))
+        os.remove(pol)
+    end)
+
+    it("installs a locally built wheel into the session's workspace, offline #unpriv", function()
+        local s = assert(llmbox.session({ lang = "python", policy = pol }))
+        local r = assert(s:run("import llmboxdemo; print(llmboxdemo.answer())", { libraries = { "llmboxdemo==1.0" } }))
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal("42\n", r.stdout)
+        -- it stays installed for the session's next runs, in the workspace
+        r = assert(s:run("import llmboxdemo, os; print(llmboxdemo.__file__)"))
+        assert.equal("/sandbox/.llmbox/python/llmboxdemo/__init__.py\n", r.stdout)
+        s:close()
+        -- and another session does not have it
+        local s2 = assert(llmbox.session({ lang = "python", policy = pol }))
+        r = assert(s2:run("import llmboxdemo"))
+        s2:close()
+        assert.equal(1, r.exit_code)
+        assert.matches("ModuleNotFoundError", r.stderr)
+    end)
+
+    it("reports a failed install as the install's result, not a sandbox error #unpriv", function()
+        local s = assert(llmbox.session({ lang = "python", policy = pol }))
+        local r = assert(s:run("print(1)", { libraries = { "no-such-package" } }))
+        s:close()
+        assert.equal("install", r.phase)
+        assert.is_not.equal(0, r.exit_code)
+        assert.matches("No matching distribution", r.stderr)
+    end)
+
+    it("refuses package names that smuggle options, paths, URLs or shell #unpriv", function()
+        local s = assert(llmbox.session({ lang = "python", policy = pol }))
+        for _, bad in ipairs({ "--index-url=http://evil.example/", "-e.", "x; rm -rf /", "$(id)", "a b",
+            "../../etc/passwd", "/tmp/x.whl", "http://evil.example/x.whl", "git+https://x/y", "" }) do
+            local r, err = s:install({ bad })
+            assert.is_nil(r, bad)
+            assert.matches("^install: package 1", err)
+        end
+        s:close()
+    end)
+
+    it("is refused by a policy that does not allow installs #unpriv", function()
+        local s = assert(llmbox.session({ lang = "python", policy = "default" }))
+        local r, err = s:run("print(1)", { libraries = { "anything" } })
+        s:close()
+        assert.is_nil(r)
+        assert.matches("does not allow library installs", err)
+    end)
+
+    it("installs a real npm package from the registry, with the network only for the install", function()
+        local s = assert(llmbox.session({ lang = "javascript", policy = "permissive" }))
+        local r = assert(s:run("const isNumber = require('is-number'); console.log(isNumber(5), isNumber('x'))",
+            { libraries = { "is-number@7.0.0" } }))
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal("true false\n", r.stdout)
+        -- the program itself has no network
+        r = assert(s:run([[
+require('dns').lookup('registry.npmjs.org', (err) => { console.log(err ? 'no network' : 'NETWORK'); });
+]]))
+        s:close()
+        assert.equal("no network\n", r.stdout)
+    end)
+end)

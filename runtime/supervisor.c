@@ -149,6 +149,38 @@ static void write_files(const lb_run_spec *spec, int rep)
 	}
 }
 
+/* C2 is a fork of the caller without an exec, so its command line, environment block and name
+ * are still the caller's, and /proc/1/cmdline is readable by anyone in the pid namespace (unlike
+ * /proc/1/environ or /proc/1/mem, which the non-dumpable flag protects). Blank them: a caller
+ * started with --api-key=... must not tell the sandbox. Needs the run's /proc mounted. */
+static void scrub_identity(int rep)
+{
+	prctl(PR_SET_NAME, "llmbox-init");
+	char buf[4096];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? lb_read_full(fd, buf, sizeof buf - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		lb_child_fail(rep, errno, "reading /proc/self/stat");
+	buf[n] = '\0';
+	/* Fields after the command name (which may hold spaces), counted from field 3. */
+	char *p = strrchr(buf, ')');
+	unsigned long v[52] = {0};
+	int field = 2;
+	for (char *save = NULL, *tok = p ? strtok_r(p + 1, " ", &save) : NULL; tok && field < 51;
+	     tok = strtok_r(NULL, " ", &save))
+		v[++field] = strtoul(tok, NULL, 10);
+	/* arg_start, arg_end, env_start, env_end are fields 48 to 51 (proc(5)). */
+	if (field < 51 || v[49] < v[48] || v[51] < v[50])
+		lb_child_fail(rep, EINVAL, "unexpected /proc/self/stat layout");
+	memset((void *)v[48], 0, v[49] - v[48]);
+	memset((void *)v[50], 0, v[51] - v[50]);
+	static const char name[] = "llmbox-init";
+	if (v[49] - v[48] > sizeof name)
+		memcpy((void *)v[48], name, sizeof name);
+}
+
 /* C2: pid 1 of the run's pid namespace. Never returns. */
 static void run_init(const lb_run_spec *spec, const lb_filter *filter, struct child_fds *fds,
 		     bool memory_in_cgroup)
@@ -162,6 +194,7 @@ static void run_init(const lb_run_spec *spec, const lb_filter *filter, struct ch
 		_exit(127);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		lb_child_fail(rep, errno, "mounting the run's /proc");
+	scrub_identity(rep);
 	if (lb_become_sandbox_user(&e) < 0)
 		lb_child_relay(rep, &e);
 	/* Not dumpable: the program (same uid) cannot ptrace or read /proc/1 of its init. */

@@ -107,7 +107,8 @@ void lb_cgroup_read(const lb_cgroup *cg, bool *oom, bool *pids_max, uint64_t *pe
 void lb_cgroup_destroy(lb_cgroup *cg);
 /* Which cgroup setup this host offers (version 0 when none we may write to). */
 int lb_cgroup_detect(bool *memory, bool *pids, char *note, size_t note_len);
-/* Sets rlimits for the program; the memory limit goes to RLIMIT_AS when no cgroup enforces it. */
+/* Sets rlimits for the program; the memory limit goes to RLIMIT_DATA (plus a loose RLIMIT_AS)
+ * when no cgroup enforces it. */
 int lb_apply_rlimits(const lb_limits *lim, bool memory_in_cgroup, lb_error *err);
 
 /* seccomp.c */

@@ -282,6 +282,8 @@ void lb_cgroup_destroy(lb_cgroup *cg)
 
 int lb_apply_rlimits(const lb_limits *lim, bool memory_in_cgroup, lb_error *err)
 {
+	rlim_t backstop = lim->memory * 4 > lim->memory + (2ULL << 30) ? lim->memory * 4
+								       : lim->memory + (2ULL << 30);
 	struct {
 		int res;
 		rlim_t soft, hard;
@@ -290,7 +292,12 @@ int lb_apply_rlimits(const lb_limits *lim, bool memory_in_cgroup, lb_error *err)
 	} r[] = {
 		{RLIMIT_CPU, (rlim_t)(lim->cpu + 0.999), (rlim_t)(lim->cpu + 0.999) + 1, "cpu",
 		 lim->cpu > 0},
-		{RLIMIT_AS, lim->memory, lim->memory, "memory", lim->memory && !memory_in_cgroup},
+		/* Without a memory cgroup: RLIMIT_DATA bounds what a program can allocate (heap and
+		 * private mappings) without counting the address space that runtimes reserve but do
+		 * not use (Go needs ~800M of it to start, V8 512M for its JIT); a loose RLIMIT_AS
+		 * backstops shared mappings, which RLIMIT_DATA does not count. */
+		{RLIMIT_DATA, lim->memory, lim->memory, "memory", lim->memory && !memory_in_cgroup},
+		{RLIMIT_AS, backstop, backstop, "address space", lim->memory && !memory_in_cgroup},
 		{RLIMIT_NPROC, lim->processes, lim->processes, "processes", lim->processes > 0},
 		{RLIMIT_NOFILE, lim->open_files, lim->open_files, "open_files",
 		 lim->open_files > 0},

@@ -34,7 +34,7 @@ function _M.report()
         { "timeout", "enforced by the supervisor (SIGKILL to the run's pid namespace)" },
         { "cpu", "enforced by RLIMIT_CPU (SIGXCPU, then SIGKILL)" },
         { "memory", p.cgroup_memory and "enforced by the run's memory cgroup (OOM kill is reported)"
-            or "enforced by RLIMIT_AS (allocations fail; the limit is not reported as fired)" },
+            or "enforced by RLIMIT_DATA, with a loose RLIMIT_AS (allocations fail; not reported as fired)" },
         { "processes", p.cgroup_pids and "enforced by the run's pids cgroup (a fork bomb ends the run)"
             or "enforced by RLIMIT_NPROC per sandbox user namespace (fork fails; not reported as fired)" },
         { "open_files", "enforced by RLIMIT_NOFILE (open fails with EMFILE)" },

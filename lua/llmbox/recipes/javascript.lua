@@ -7,8 +7,13 @@ return {
     extensions = { "js", "cjs", "mjs" },
     description = "JavaScript on Node.js (the host's /usr/bin/node)",
     file = "main.js",
-    run = { "/usr/bin/node", "-r", "/tmp/llmbox/hooks/esm.cjs", "{file}" },
-    hooks = { { src = "esm.cjs", dst = "/tmp/llmbox/hooks/esm.cjs" } },
+    -- node.sh execs /usr/bin/node, adding --jitless when an address-space limit leaves V8 no
+    -- room for its JIT (see there)
+    run = { "/bin/sh", "/tmp/llmbox/hooks/node.sh", "-r", "/tmp/llmbox/hooks/esm.cjs", "{file}" },
+    hooks = {
+        { src = "node.sh", dst = "/tmp/llmbox/hooks/node.sh" },
+        { src = "esm.cjs", dst = "/tmp/llmbox/hooks/esm.cjs" },
+    },
     env = {
         NODE_OPTIONS = "",             -- nothing from the policy's environment changes node's flags
         NODE_DISABLE_COLORS = "1",     -- plain text in captured output

@@ -196,7 +196,7 @@ static void write_etc(int report, const char *hostname)
 			   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
 		{"group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"},
 		{"hosts", hosts},
-		{"nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
+		{"nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n"},
 		{"hostname", hostname},
 	};
 	if (mkpath(NEWROOT "/etc", 0755) < 0)

@@ -113,6 +113,7 @@ local RUN_OPTS = {
 }
 
 local PLOTS_DIR = "/tmp/llmbox/plots"
+local CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 local function check_opts(opts, level)
     if opts == nil then return {} end
@@ -273,6 +274,10 @@ function Session:install(packages, opts)
     local o = {
         timeout = math.min(lib.timeout, opts.timeout or lib.timeout),
         host_network = lib.network,
+        -- package managers trust the host's CA store (mounted read-only with /etc/ssl/certs),
+        -- so an operator's TLS-inspecting proxy or private registry works as on the host
+        env = { SSL_CERT_FILE = CA_BUNDLE, NODE_EXTRA_CA_CERTS = CA_BUNDLE, PIP_CERT = CA_BUNDLE,
+            REQUESTS_CA_BUNDLE = CA_BUNDLE },
         on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
     }
     -- installs may take longer than a run: the policy's libraries.timeout is their ceiling

@@ -23,8 +23,22 @@ return {
     version = { "/usr/bin/node", "--version" },
     checks = "javascript",
     example = 'console.log("hello from node")',
+    -- npm into the workspace (/sandbox/node_modules, linked next to main.js by esm.cjs); the
+    -- registry from the policy's libraries.sources.javascript, else npm's default
+    install = function(packages, sources)
+        local argv = { "/usr/bin/npm", "install", "--prefix", "/sandbox", "--no-audit", "--no-fund",
+            "--no-update-notifier", "--no-package-lock", "--loglevel", "error",
+            "--cache", "/tmp/llmbox/npm-cache" }
+        if sources.registry then
+            argv[#argv + 1] = "--registry"
+            argv[#argv + 1] = sources.registry
+        end
+        argv[#argv + 1] = "--"
+        for _, p in ipairs(packages) do argv[#argv + 1] = p end
+        return argv
+    end,
     details = {
-        package_manager = "npm (no network in the sandbox: only built-in modules are available)",
+        package_manager = "npm (installs into /sandbox/node_modules when the policy allows it)",
         preinstalled = { "Node.js built-in modules (fs, path, crypto, zlib, util, ...)" },
         plots = false,
     },

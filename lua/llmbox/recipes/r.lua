@@ -1,5 +1,5 @@
--- R: the host's Rscript runs the code as a script file. Plots from ggplot2 or base graphics go
--- to files (Rplots.pdf in the workspace unless the code opens a png()/pdf() device itself).
+-- R: the host's Rscript runs the code as a script file. Plots from ggplot2 or base graphics are
+-- captured as PNGs by the startup file r/Rprofile (unless the code opens a device itself).
 return {
     name = "r",
     aliases = { "rscript" }, -- "R" works too: names are looked up in lower case
@@ -11,7 +11,10 @@ return {
     -- links there): without them R starts without its default packages. /etc/fonts is
     -- fontconfig's configuration, for text in png()/ggsave() plots. Config only, nothing secret.
     mounts = { "/etc/R", "/etc/fonts" },
+    hooks = { { src = "Rprofile", dst = "/tmp/llmbox/hooks/Rprofile" } },
+    plots = true,
     env = {
+        R_PROFILE_USER = "/tmp/llmbox/hooks/Rprofile",
         TMPDIR = "/tmp",                       -- R's tempdir(), writable
         R_LIBS_USER = "/sandbox/.R/library",   -- packages the program installs itself (offline:
                                                -- from files it was given), kept for the session

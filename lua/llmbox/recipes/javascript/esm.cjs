@@ -20,3 +20,17 @@
         else fs.rmSync(pkg, { force: true });
     } catch (e) { /* read-only location: Node reports the syntax error itself */ }
 })();
+
+// Packages installed for the session (npm install --prefix /sandbox) live in
+// /sandbox/node_modules; a link next to main.js lets both require() and import find them.
+(function () {
+    const fs = require("fs"), path = require("path");
+    const main = process.argv[1];
+    if (!main) return;
+    const link = path.join(path.dirname(main), "node_modules");
+    try {
+        if (fs.existsSync("/sandbox/node_modules") && !fs.existsSync(link)) {
+            fs.symlinkSync("/sandbox/node_modules", link);
+        }
+    } catch (e) { /* nothing to link: plain built-in modules still work */ }
+})();

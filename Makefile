@@ -102,7 +102,7 @@ install: $(BIN) $(MODULE)
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/llmbox
 	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/llmbox/core.so
 	cd lua && find llmbox -type d -exec install -d $(DESTDIR)$(LUADIR)/{} \;
-	cd lua && find llmbox -name '*.lua' -exec install -m 0644 {} $(DESTDIR)$(LUADIR)/{} \;
+	cd lua && find llmbox -type f -exec install -m 0644 {} $(DESTDIR)$(LUADIR)/{} \;
 	install -m 0644 policies/*.lua $(DESTDIR)$(DATADIR)/policies/
 
 uninstall:
@@ -110,3 +110,4 @@ uninstall:
 
 clean:
 	rm -rf build
+include fuzz/fuzz.mk

@@ -123,8 +123,8 @@ while time.time() < end:
         assert.is_nil(ok)
         assert.matches("larger than the limit", err)
         assert.equal("precious", helpers.read(dst))
-        local dir = dst:match("^(.*)/")
-        local p = io.popen("ls -a " .. q(dir) .. " | grep -c llmbox- ")
+        local dir, base = dst:match("^(.*)/([^/]+)$")
+        local p = io.popen("ls -a " .. q(dir) .. " | grep -cF " .. q("." .. base .. ".llmbox-"))
         assert.equal("0", p:read("*l")) -- no temporary file left behind
         p:close()
         -- a device as the destination is written in place and not replaced

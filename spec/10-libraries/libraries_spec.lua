@@ -81,3 +81,36 @@ require('dns').lookup('registry.npmjs.org', (err) => { console.log(err ? 'no net
         assert.equal("no network\n", r.stdout)
     end)
 end)
+
+describe("libraries from local R and Ruby repositories #unpriv", function()
+    local dir
+    setup(function()
+        dir = os.tmpname()
+        os.remove(dir)
+        local ok = os.execute("sh spec/support/build_repos.sh " .. helpers.shell_quote(dir) .. " >/dev/null 2>&1")
+        assert(ok == 0 or ok == true, "building the local repositories failed")
+    end)
+    teardown(function() os.execute("rm -rf " .. helpers.shell_quote(dir)) end)
+
+    it("R: install.packages from a local repository into the workspace", function()
+        local pol = helpers.write(os.tmpname() .. ".lua", ([[return { extends = "default",
+            libraries = { allow = true, sources = { r = { repos = %q } } } }]]):format(dir .. "/cran"))
+        local s = assert(llmbox.session({ lang = "r", policy = pol }))
+        local r = assert(s:run("library(llmboxr); cat(answer(), '\\n')", { libraries = { "llmboxr" } }))
+        s:close()
+        os.remove(pol)
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal("42 \n", r.stdout)
+    end)
+
+    it("Ruby: gem install from a local source into the workspace", function()
+        local pol = helpers.write(os.tmpname() .. ".lua", ([[return { extends = "default",
+            libraries = { allow = true, sources = { ruby = { source = %q } } } }]]):format(dir .. "/gems"))
+        local s = assert(llmbox.session({ lang = "ruby", policy = pol }))
+        local r = assert(s:run("require 'llmboxrb'; puts Llmboxrb.answer", { libraries = { "llmboxrb" } }))
+        s:close()
+        os.remove(pol)
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal("42\n", r.stdout)
+    end)
+end)

@@ -22,8 +22,10 @@ local function ro_mounts(policy, recipe)
         for _, d in ipairs(lib.sources.python and lib.sources.python.find_links or {}) do
             ro[#ro + 1] = { src = d, dst = d, optional = false }
         end
-        local repos = lib.sources.r and lib.sources.r.repos
-        if repos and repos:sub(1, 1) == "/" then ro[#ro + 1] = { src = repos, dst = repos } end
+        local r, ruby = lib.sources.r, lib.sources.ruby
+        for _, local_dir in pairs({ r = r and r.repos, ruby = ruby and ruby.source }) do
+            if local_dir:sub(1, 1) == "/" then ro[#ro + 1] = { src = local_dir, dst = local_dir } end
+        end
         if lib.network then
             -- name resolution for the install step (the only run that gets a network)
             ro[#ro + 1] = { src = "/etc/resolv.conf", dst = "/etc/resolv.conf", optional = true }

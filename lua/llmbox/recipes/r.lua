@@ -26,8 +26,23 @@ return {
     version = { "/usr/bin/Rscript", "--version" },
     checks = "r",
     example = 'x <- c(1, 2, 3)\ncat("hello from R, mean =", mean(x), "\\n")',
+    -- install.packages into R_LIBS_USER (in the workspace) from the policy's repository: a CRAN
+    -- mirror URL or a local repository directory (src/contrib with a PACKAGES index). Package
+    -- names travel as arguments, never inside R code.
+    install = function(packages, sources)
+        local repos = sources.repos or "https://cloud.r-project.org"
+        if repos:sub(1, 1) == "/" then repos = "file://" .. repos end
+        local argv = { "/usr/bin/Rscript", "--no-save", "--no-restore", "-e", table.concat({
+            "a <- commandArgs(TRUE); lib <- Sys.getenv('R_LIBS_USER')",
+            "dir.create(lib, recursive = TRUE, showWarnings = FALSE)",
+            "install.packages(a[-1], lib = lib, repos = a[1])",
+            "if (!all(a[-1] %in% rownames(installed.packages(lib.loc = lib)))) quit(status = 1)",
+        }, "; "), repos }
+        for _, p in ipairs(packages) do argv[#argv + 1] = p end
+        return argv
+    end,
     details = {
-        package_manager = "install.packages (no network in the sandbox: CRAN is not reachable)",
+        package_manager = "install.packages (into /sandbox/.R/library when the policy allows it)",
         preinstalled = { "base R (stats, utils, graphics, grDevices, methods, ...)", "ggplot2" },
         plots = true,
     },

@@ -316,13 +316,18 @@ function _M.langs(args)
         if s and r.version then
             local res = s:exec(r.version, { timeout = 10 })
             if res and res.exit_code == 0 then
-                version = ((res.stdout ~= "" and res.stdout or res.stderr):gsub("%s+$", ""))
+                -- the first line: g++ and others add copyright notices after it
+                version = (res.stdout ~= "" and res.stdout or res.stderr):match("^%s*([^\n]-)%s*\n") 
+                    or (res.stdout ~= "" and res.stdout or res.stderr):gsub("%s+$", "")
             end
         end
         out[#out + 1] = {
             name = r.name, aliases = setmetatable(r.aliases, cjson.array_mt),
             extensions = setmetatable(r.extensions, cjson.array_mt),
-            version = version, description = r.description, example = r.example,
+            version = version, description = r.description, example = r.example or cjson.null,
+            package_manager = r.details.package_manager or cjson.null,
+            preinstalled = setmetatable(r.details.preinstalled or {}, cjson.array_mt),
+            plots = r.plots, libraries = r.install ~= nil,
         }
     end
     if s then s:close() end

@@ -134,6 +134,14 @@ describe("llmbox CLI #unpriv", function()
         for _, l in ipairs(langs) do by[l.name] = l end
         assert.matches("^Python 3%.", by.python.version)
         assert.is_truthy(by.shell)
+        assert.is_true(by.python.plots)
+        assert.is_true(by.python.libraries)
+        assert.matches("pip", by.python.package_manager)
+        assert.is_true(#by.python.preinstalled > 0)
+        assert.is_string(by.python.example)
+        for _, name in ipairs({ "javascript", "java", "cpp", "go", "r", "ruby" }) do
+            assert.is_string(by[name] and by[name].version, name .. " has no version")
+        end
         st, out = cli({ "langs" })
         assert.matches("python", out)
     end)

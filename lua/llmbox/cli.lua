@@ -317,7 +317,7 @@ function _M.langs(args)
             local res = s:exec(r.version, { timeout = 10 })
             if res and res.exit_code == 0 then
                 -- the first line: g++ and others add copyright notices after it
-                version = (res.stdout ~= "" and res.stdout or res.stderr):match("^%s*([^\n]-)%s*\n") 
+                version = (res.stdout ~= "" and res.stdout or res.stderr):match("^%s*([^\n]-)%s*\n")
                     or (res.stdout ~= "" and res.stdout or res.stderr):gsub("%s+$", "")
             end
         end

@@ -1,5 +1,6 @@
 -- The libFuzzer targets (fuzz/fuzz.mk): built with clang, each run briefly the way `make fuzz`
--- runs it (reported bugs skipped), which must end without a crash after thousands of inputs.
+-- runs it (reported bugs skipped, two targets at a time), which must end without a crash after
+-- thousands of inputs.
 -- Control case: the reproducer of each reported bug still fails its target with nothing skipped,
 -- so the checks that would catch it are live (delete the reproducer when the bug is fixed).
 local helpers = require "spec.helpers"
@@ -17,13 +18,22 @@ local function sh(cmd)
     return ok == 0 or ok == true, text
 end
 
+-- paths and tar create files for real: on a tmpfs they run about 5 times faster than on ext4.
+local function scratch_dir()
+    local dir = "/dev/shm/llmbox-fuzz-spec-" .. helpers.uid()
+    local ok = os.execute("mkdir -p " .. q(dir) .. " 2>/dev/null && [ -w " .. q(dir) .. " ]")
+    if ok == 0 or ok == true then return dir end
+    return helpers.root .. "/build/fuzz-tmp"
+end
+
 describe("fuzz targets", function()
     local built, build_out, run_ok, run_out
 
     setup(function()
         built, build_out = sh("make -s fuzz-build")
         if built then
-            run_ok, run_out = sh("make -s fuzz-run FUZZ_SECONDS=" .. SECONDS)
+            run_ok, run_out = sh("make -s -j2 fuzz-run FUZZ_SECONDS=" .. SECONDS
+                .. " FUZZ_TMP=" .. q(scratch_dir()))
         end
     end)
 

@@ -24,7 +24,7 @@
 
 FUZZ_CC         ?= clang
 FUZZ_SECONDS    ?= 300
-FUZZ_SKIP_KNOWN ?= 1
+FUZZ_SKIP_KNOWN ?= 0
 FUZZ_TMP        ?= $(CURDIR)/build/fuzz-tmp
 FUZZ_JOBS       ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 1 ] && echo 2 || echo 1)
 FUZZ_TARGETS    := seccomp lua_core paths tar resolve report

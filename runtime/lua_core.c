@@ -53,18 +53,28 @@ static int push_error(lua_State *L, const lb_error *e)
 	return 3;
 }
 
-/* ---- reading config tables ---- */
+/* ---- reading config tables ----
+ * Fields are read with rawget: an __index function could hand C a fresh string that nothing
+ * keeps alive (a use-after-free the lua_core fuzzer found). */
+
+static void rawfield(lua_State *L, int t, const char *key)
+{
+	lua_pushstring(L, key);
+	lua_rawget(L, t);
+}
 
 static double opt_number(lua_State *L, int t, const char *key, double def)
 {
-	lua_getfield(L, t, key);
+	rawfield(L, t, key);
 	double v = def;
 	if (!lua_isnil(L, -1)) {
 		if (!lua_isnumber(L, -1))
 			luaL_error(L, "%s: expected a number, got %s", key, luaL_typename(L, -1));
 		v = lua_tonumber(L, -1);
-		if (v < 0)
-			luaL_error(L, "%s: expected a non-negative number", key);
+		/* NaN fails every comparison: test for what is wanted, not for what is not. Casts
+		 * of values beyond 2^53 to integers are undefined, and no limit needs them. */
+		if (!(v >= 0 && v <= 9007199254740992.0))
+			luaL_error(L, "%s: expected a non-negative number up to 2^53", key);
 	}
 	lua_pop(L, 1);
 	return v;
@@ -72,7 +82,7 @@ static double opt_number(lua_State *L, int t, const char *key, double def)
 
 static const char *opt_string(lua_State *L, int t, const char *key, const char *def)
 {
-	lua_getfield(L, t, key);
+	rawfield(L, t, key);
 	const char *v = def;
 	if (!lua_isnil(L, -1)) {
 		if (lua_type(L, -1) != LUA_TSTRING)
@@ -85,7 +95,7 @@ static const char *opt_string(lua_State *L, int t, const char *key, const char *
 
 static bool opt_bool(lua_State *L, int t, const char *key, bool def)
 {
-	lua_getfield(L, t, key);
+	rawfield(L, t, key);
 	bool v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
 	lua_pop(L, 1);
 	return v;
@@ -95,7 +105,7 @@ static bool opt_bool(lua_State *L, int t, const char *key, bool def)
  * Leaves the userdata on the stack. */
 static const char **string_array(lua_State *L, int t, const char *key, size_t *n_out)
 {
-	lua_getfield(L, t, key);
+	rawfield(L, t, key);
 	int arr = lua_gettop(L);
 	size_t n = lua_istable(L, arr) ? lua_objlen(L, arr) : 0;
 	if (!lua_isnil(L, arr) && !lua_istable(L, arr))
@@ -124,7 +134,7 @@ static const char **string_array(lua_State *L, int t, const char *key, size_t *n
 static void read_limits(lua_State *L, int t, lb_limits *lim)
 {
 	memset(lim, 0, sizeof *lim);
-	lua_getfield(L, t, "limits");
+	rawfield(L, t, "limits");
 	if (lua_istable(L, -1)) {
 		int l = lua_gettop(L);
 		lim->timeout = opt_number(L, l, "timeout", 0);
@@ -158,7 +168,7 @@ static int l_open(lua_State *L)
 	cfg.jail.host_uid = (uid_t)opt_number(L, 2, "host_uid", 65534);
 	cfg.jail.host_gid = (gid_t)opt_number(L, 2, "host_gid", 65534);
 
-	lua_getfield(L, 2, "ro");
+	rawfield(L, 2, "ro");
 	int ro = lua_gettop(L);
 	size_t n_ro = lua_istable(L, ro) ? lua_objlen(L, ro) : 0;
 	lb_mount *mounts = lua_newuserdata(L, (n_ro ? n_ro : 1) * sizeof *mounts);
@@ -177,7 +187,7 @@ static int l_open(lua_State *L)
 	cfg.jail.ro = mounts;
 	cfg.jail.n_ro = n_ro;
 
-	lua_getfield(L, 2, "syscalls");
+	rawfield(L, 2, "syscalls");
 	int sc = lua_gettop(L);
 	lb_syscall_policy *sp = &cfg.syscalls;
 	sp->default_allow = true;
@@ -238,7 +248,9 @@ static int on_output(void *ud, enum lb_stream stream, const char *buf, size_t le
 	lua_pushlstring(c->L, buf, len);
 	if (lua_pcall(c->L, 1, 0, 0) != 0) {
 		snprintf(c->errmsg, sizeof c->errmsg, "%s callback failed: %s",
-			 stream == LB_STDOUT ? "on_stdout" : "on_stderr", lua_tostring(c->L, -1));
+			 stream == LB_STDOUT ? "on_stdout" : "on_stderr",
+			 lua_isstring(c->L, -1) ? lua_tostring(c->L, -1)
+						: "(error object is not a string)");
 		lua_pop(c->L, 1);
 		return 1;
 	}
@@ -257,15 +269,16 @@ static int l_run(lua_State *L)
 		return luaL_error(L, "argv: expected a non-empty array of strings");
 	spec.envp = string_array(L, 2, "env", NULL);
 	spec.cwd = opt_string(L, 2, "cwd", NULL);
-	lua_getfield(L, 2, "stdin");
+	rawfield(L, 2, "stdin");
 	if (!lua_isnil(L, -1)) {
 		if (lua_type(L, -1) != LUA_TSTRING)
 			return luaL_error(L, "stdin: expected a string");
 		spec.stdin_data = lua_tolstring(L, -1, &spec.stdin_len);
 	}
-	lua_pop(L, 1);
+	/* left on the stack: the supervisor writes it while callbacks run, and a callback may
+	 * drop it from the spec table */
 
-	lua_getfield(L, 2, "files");
+	rawfield(L, 2, "files");
 	int ft = lua_gettop(L);
 	size_t nf = lua_istable(L, ft) ? lua_objlen(L, ft) : 0;
 	lb_file *files = lua_newuserdata(L, (nf ? nf : 1) * sizeof *files);
@@ -275,7 +288,7 @@ static int l_run(lua_State *L)
 		if (!lua_istable(L, f))
 			return luaL_error(L, "files[%d]: expected {path=, data=}", (int)i + 1);
 		files[i].path = opt_string(L, f, "path", NULL);
-		lua_getfield(L, f, "data");
+		rawfield(L, f, "data");
 		if (!files[i].path || files[i].path[0] != '/' || lua_type(L, -1) != LUA_TSTRING)
 			return luaL_error(L, "files[%d]: needs an absolute path and string data",
 					  (int)i + 1);
@@ -291,10 +304,10 @@ static int l_run(lua_State *L)
 	read_limits(L, 2, &spec.limits);
 
 	struct out_ctx ctx = {.L = L};
-	lua_getfield(L, 2, "on_stdout");
+	rawfield(L, 2, "on_stdout");
 	if (lua_isfunction(L, -1))
 		ctx.on_stdout = lua_gettop(L);
-	lua_getfield(L, 2, "on_stderr");
+	rawfield(L, 2, "on_stderr");
 	if (lua_isfunction(L, -1))
 		ctx.on_stderr = lua_gettop(L);
 	spec.on_output = on_output;
@@ -344,7 +357,7 @@ static int l_copy(lua_State *L, bool in)
 	const char *a = luaL_checkstring(L, 2);
 	const char *b = luaL_checkstring(L, 3);
 	lb_error err = {0};
-	char skipped[2048];
+	char skipped[2048] = "";
 	int r = in ? s->backend->copy_in(s->handle, a, b, (unsigned)luaL_optinteger(L, 4, 0644),
 					 skipped, sizeof skipped, &err)
 		   : s->backend->copy_out(s->handle, a, b, (uint64_t)luaL_optnumber(L, 4, 0),

@@ -66,6 +66,16 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, lb_e
 static const uint64_t ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,	 CLONE_NEWPID,	  CLONE_NEWNET,
 				    CLONE_NEWIPC,  CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME};
 
+/* Allow-list mode: is `name` on the list? The conditional allows for clone and ioctl must only
+ * be added for calls the policy allows at all (found by the seccomp fuzzer). */
+static bool listed(const lb_syscall_policy *p, const char *name)
+{
+	for (size_t i = 0; i < p->n_allow; i++)
+		if (strcmp(p->allow[i], name) == 0)
+			return true;
+	return false;
+}
+
 static int add_clone_rules(scmp_filter_ctx ctx, const lb_syscall_policy *p, uint32_t deny,
 			   lb_error *err)
 {
@@ -83,7 +93,7 @@ static int add_clone_rules(scmp_filter_ctx ctx, const lb_syscall_policy *p, uint
 		if (r < 0)
 			return lb_fail(err, -r, "seccomp rule for clone flags");
 	}
-	if (!p->default_allow) {
+	if (!p->default_allow && listed(p, "clone")) {
 		uint64_t all = 0;
 		for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++)
 			all |= ns_flags[i];
@@ -152,7 +162,12 @@ lb_filter *lb_filter_build(const lb_syscall_policy *p, lb_error *err)
 	if (p->deny_namespace_clone && add_clone_rules(ctx, p, deny, err) < 0)
 		goto out;
 	if (p->n_deny_ioctls) {
-		if (!p->default_allow) {
+		if (!p->default_allow && !listed(p, "ioctl")) {
+			/* Allow-list mode without ioctl on the list: only the denials matter (the
+			 * default already refuses every ioctl). */
+			if (add_ioctl_rules(ctx, p, deny, err) < 0)
+				goto out;
+		} else if (!p->default_allow) {
 			/* Allow-list mode: allow ioctl when the request has no high bits, after the
 			 * denials. Where rules overlap libseccomp keeps the first one added (an
 			 * unconditional allow would win outright), so order matters here; the

@@ -70,14 +70,19 @@ static const char *resolve_command(const char *cmd, const char *const *envp, cha
 {
 	if (strchr(cmd, '/'))
 		return cmd;
+	if (!*cmd)
+		return NULL;
 	const char *path = "/usr/local/bin:/usr/bin:/bin";
 	for (const char *const *e = envp; e && *e; e++)
 		if (strncmp(*e, "PATH=", 5) == 0)
 			path = *e + 5;
 	while (*path) {
 		const char *end = strchrnul(path, ':');
-		snprintf(buf, len, "%.*s/%s", (int)(end - path), path, cmd);
-		if (end > path && access(buf, X_OK) == 0)
+		int n = snprintf(buf, len, "%.*s/%s", (int)(end - path), path, cmd);
+		struct stat st;
+		/* a truncated name would run another program; a directory is not a command */
+		if (end > path && n > 0 && (size_t)n < len && stat(buf, &st) == 0 &&
+		    S_ISREG(st.st_mode) && access(buf, X_OK) == 0)
 			return buf;
 		path = *end ? end + 1 : end;
 	}

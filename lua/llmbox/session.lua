@@ -93,7 +93,7 @@ local function build_limits(self, opts)
     for _, k in ipairs(LIMIT_KEYS) do
         local v = opts[k]
         if v ~= nil then
-            if type(v) ~= "number" or v <= 0 then
+            if type(v) ~= "number" or not (v > 0) or v == math.huge then -- NaN fails v > 0
                 return nil, format("%s: expected a positive number, got %s", k, tostring(v))
             end
             if v > lim[k] then

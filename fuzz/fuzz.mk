@@ -18,9 +18,9 @@
 # FUZZ_TMP=/dev/shm/llmbox-fuzz makes them about 5 times faster).
 # Seeds are fuzz/corpus/TARGET/ (committed, small); the working corpus grows in build/fuzz/corpus/
 # and crashes land in build/fuzz/crashes/TARGET/. Bugs already reported are kept as reproducers in
-# fuzz/crashes/TARGET/ and skipped by the runs (FUZZ_SKIP_KNOWN=1: the harnesses leave those
+# fuzz/crashes/TARGET/ (all fixed; `make fuzz-known` replays them). FUZZ_SKIP_KNOWN=1 (the harnesses leave those
 # inputs out, fuzz/ubsan.supp silences the reported undefined behaviour) so that CI looks for new
-# ones; FUZZ_SKIP_KNOWN=0 runs everything.
+# ones while a bug is open; the default, 0, runs everything.
 
 FUZZ_CC         ?= clang
 FUZZ_SECONDS    ?= 300

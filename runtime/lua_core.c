@@ -165,8 +165,11 @@ static int l_open(lua_State *L)
 	cfg.jail.workspace_size = (uint64_t)opt_number(L, 2, "workspace", 256 << 20);
 	cfg.jail.tmp_size = (uint64_t)opt_number(L, 2, "tmp", 64 << 20);
 	cfg.jail.hostname = opt_string(L, 2, "hostname", "llmbox");
-	cfg.jail.host_uid = (uid_t)opt_number(L, 2, "host_uid", 65534);
-	cfg.jail.host_gid = (gid_t)opt_number(L, 2, "host_gid", 65534);
+	double uid = opt_number(L, 2, "host_uid", 65534), gid = opt_number(L, 2, "host_gid", 65534);
+	if (uid > 4294967294.0 || gid > 4294967294.0) /* (uid_t)-1 means "no change" */
+		return luaL_error(L, "host_uid/host_gid: expected an id below 4294967295");
+	cfg.jail.host_uid = (uid_t)uid;
+	cfg.jail.host_gid = (gid_t)gid;
 
 	rawfield(L, 2, "ro");
 	int ro = lua_gettop(L);
@@ -294,7 +297,11 @@ static int l_run(lua_State *L)
 					  (int)i + 1);
 		files[i].data = lua_tolstring(L, -1, &files[i].len);
 		lua_pop(L, 1);
-		files[i].mode = (unsigned)opt_number(L, f, "mode", 0644);
+		double mode = opt_number(L, f, "mode", 0644);
+		if (mode > 07777)
+			return luaL_error(L, "files[%d].mode: expected a file mode (0 to 07777)",
+					  (int)i + 1);
+		files[i].mode = (unsigned)mode;
 		lua_pop(L, 1);
 	}
 	spec.files = files;
@@ -358,10 +365,16 @@ static int l_copy(lua_State *L, bool in)
 	const char *b = luaL_checkstring(L, 3);
 	lb_error err = {0};
 	char skipped[2048] = "";
-	int r = in ? s->backend->copy_in(s->handle, a, b, (unsigned)luaL_optinteger(L, 4, 0644),
-					 skipped, sizeof skipped, &err)
-		   : s->backend->copy_out(s->handle, a, b, (uint64_t)luaL_optnumber(L, 4, 0),
-					  skipped, sizeof skipped, &err);
+	/* mode (copy_in) or max bytes (copy_out): range-checked before any cast */
+	double arg = luaL_optnumber(L, 4, in ? 0644 : 0);
+	if (!(arg >= 0 && arg <= (in ? 07777 : 9007199254740992.0)))
+		return luaL_argerror(L, 4,
+				     in ? "expected a file mode (0 to 07777)"
+					: "expected a byte count (0 for no limit)");
+	int r = in ? s->backend->copy_in(s->handle, a, b, (unsigned)arg, skipped, sizeof skipped,
+					 &err)
+		   : s->backend->copy_out(s->handle, a, b, (uint64_t)arg, skipped, sizeof skipped,
+					  &err);
 	if (r < 0)
 		return push_error(L, &err);
 	lua_pushboolean(L, 1);

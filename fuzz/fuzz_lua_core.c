@@ -37,17 +37,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "harness.h"
 
 int luaopen_llmbox_core(lua_State *L);
 
 static bool skip_fresh_index, skip_stdin, skip_error_table;
-
-/* LB_FUZZ_SKIP_KNOWN=1 skips every known bug listed above, or a comma-separated list of names. */
-static bool skip_known_bug(const char *name)
-{
-	const char *s = getenv("LB_FUZZ_SKIP_KNOWN");
-	return s && (!strcmp(s, "1") || strstr(s, name));
-}
 
 /* ---- the input, shared by the table generator and the fake backend ---- */
 
@@ -877,13 +871,6 @@ static void *alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 		return NULL;
 	}
 	return realloc(ptr, nsize);
-}
-
-/* A sanitizer report is a failure, also when a crash file is replayed by hand. */
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-	return "halt_on_error=1:print_stacktrace=1";
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -14,13 +14,7 @@
  * Files and directories the primitives create inside ws are removed after each input. */
 #include "../runtime/transfer.c"
 #include "scratch.c"
-
-/* A sanitizer report is a failure, also when a crash file is replayed by hand. */
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-	return "halt_on_error=1:print_stacktrace=1";
-}
+#include "harness.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -11,13 +11,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-
-/* A sanitizer report is a failure, also when a crash file is replayed by hand. */
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-	return "halt_on_error=1:print_stacktrace=1";
-}
+#include "harness.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

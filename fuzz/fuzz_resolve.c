@@ -16,16 +16,10 @@
 #include "../runtime/supervisor.c"
 
 #include <limits.h>
+#include "harness.h"
 
 static char dir[PATH_MAX], bin[PATH_MAX + 8];
 static bool skip_truncation, skip_dir_match;
-
-/* LB_FUZZ_SKIP_KNOWN=1 skips every known bug listed above, or a comma-separated list of names. */
-static bool skip_known_bug(const char *name)
-{
-	const char *s = getenv("LB_FUZZ_SKIP_KNOWN");
-	return s && (!strcmp(s, "1") || strstr(s, name));
-}
 
 static void cleanup(void)
 {
@@ -43,13 +37,6 @@ static void make_file(const char *name, unsigned mode)
 	if (fd < 0 || fchmod(fd, mode) < 0)
 		abort();
 	close(fd);
-}
-
-/* A sanitizer report is a failure, also when a crash file is replayed by hand. */
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-	return "halt_on_error=1:print_stacktrace=1";
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -13,6 +13,7 @@
  *   - no sanitizer report; failures come back as -1 with a NUL-terminated message. */
 #include "../runtime/transfer.c"
 #include "scratch.c"
+#include "harness.h"
 
 struct in {
 	const uint8_t *p;
@@ -181,13 +182,6 @@ static uint64_t bytes_written(int dirfd, bool check_modes, int depth)
 	}
 	closedir(d);
 	return total;
-}
-
-/* A sanitizer report is a failure, also when a crash file is replayed by hand. */
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-	return "halt_on_error=1:print_stacktrace=1";
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

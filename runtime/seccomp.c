@@ -218,6 +218,18 @@ lb_filter *lb_filter_build(const lb_syscall_policy *p, lb_error *err)
 		lb_fail(err, EIO, "reading the seccomp program back");
 		goto out;
 	}
+	if (st.st_size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS) {
+		/* The kernel would refuse it at every run: say so now, while the policy loads. */
+		free(f);
+		free(insns);
+		f = NULL;
+		lb_fail(err, E2BIG,
+			"the policy's syscall rules compile to more than %d BPF instructions; "
+			"use fewer rules (an allow-list instead of a long deny-list, or the "
+			"reverse)",
+			BPF_MAXINSNS);
+		goto out;
+	}
 	f->prog.len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
 	f->prog.filter = insns;
 out:

@@ -32,6 +32,15 @@ typedef struct lb_backend {
 	int (*copy_out)(void *session, const char *path, const char *host_path, uint64_t max,
 			char *skipped, size_t skipped_len, lb_error *err);
 	void (*close)(void *session);
+	/* Pools (LB_CAP_POOL). prestart starts a run whose program waits for its request
+	 * (spec->prestart, see lb_run_begin); the pending run it returns is the driver's, owned by
+	 * the caller, and released by pending_finish or pending_abandon. reset empties the
+	 * session's writable state for its next user. NULL where the driver cannot. */
+	int (*prestart)(void *session, const lb_run_spec *spec, void **pending, lb_error *err);
+	int (*pending_wait)(void *pending, int timeout_ms); /* 1 ready, 0 not yet, -1 dead */
+	int (*pending_finish)(void *pending, const lb_run_io *io, lb_result *res, lb_error *err);
+	void (*pending_abandon)(void *pending);
+	int (*reset)(void *session, lb_error *err);
 } lb_backend;
 
 extern const lb_backend lb_backend_native;

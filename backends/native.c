@@ -57,6 +57,32 @@ static int native_copy_out(void *s, const char *path, const char *host_path, uin
 			   err);
 }
 
+static int native_prestart(void *s, const lb_run_spec *spec, void **pending, lb_error *err)
+{
+	native_session *n = s;
+	return lb_run_begin(n->jail, spec, n->filter, (lb_pending **)pending, err);
+}
+
+static int native_pending_wait(void *p, int timeout_ms)
+{
+	return lb_run_wait_ready(p, timeout_ms);
+}
+
+static int native_pending_finish(void *p, const lb_run_io *io, lb_result *res, lb_error *err)
+{
+	return lb_run_finish(p, io, res, err);
+}
+
+static void native_pending_abandon(void *p)
+{
+	lb_run_abandon(p);
+}
+
+static int native_reset(void *s, lb_error *err)
+{
+	return lb_jail_reset(((native_session *)s)->jail, err);
+}
+
 const lb_backend lb_backend_native = {
 	.name = "native",
 	.caps = LB_CAP_POOL | LB_CAP_PERSISTENT_WORKSPACE | LB_CAP_NETWORK_POLICY | LB_CAP_SECCOMP,
@@ -65,6 +91,11 @@ const lb_backend lb_backend_native = {
 	.copy_in = native_copy_in,
 	.copy_out = native_copy_out,
 	.close = native_close,
+	.prestart = native_prestart,
+	.pending_wait = native_pending_wait,
+	.pending_finish = native_pending_finish,
+	.pending_abandon = native_pending_abandon,
+	.reset = native_reset,
 };
 
 const lb_backend *const lb_backends[] = {&lb_backend_native, NULL};

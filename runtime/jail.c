@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
@@ -488,4 +489,72 @@ size_t lb_jail_keep_fds(const lb_jail *j, int *keep, size_t n)
 		if (fds[i] >= 0)
 			keep[n++] = fds[i];
 	return n;
+}
+
+/* Empties one writable tree of the jail, leaving mount points (read-only binds below /tmp) and
+ * the directory itself in place. Runs as the jail's root, whose capabilities reach every file the
+ * sandbox user made, whatever modes it set. */
+static int empty_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	struct stat top;
+	DIR *d = fstat(fd, &top) == 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		close(fd);
+		return -1;
+	}
+	for (struct dirent *e; (e = readdir(d));) {
+		struct stat st;
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != top.st_dev)
+			continue;
+		if (unlinkat(fd, e->d_name, 0) < 0 && errno == EISDIR)
+			lb_remove_tree_at(fd, e->d_name);
+	}
+	closedir(d);
+	return 0;
+}
+
+int lb_jail_reset(lb_jail *j, lb_error *err)
+{
+	int report[2];
+	if (pipe2(report, O_CLOEXEC) < 0)
+		return lb_fail_sys(err, errno, "pipe2");
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(report[0]);
+		close(report[1]);
+		return lb_fail_sys(err, errno, "fork");
+	}
+	if (pid == 0) {
+		close(report[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		int keep[16] = {report[1]};
+		lb_close_fds_except(keep, lb_jail_keep_fds(j, keep, 1));
+		lb_error e;
+		if (lb_jail_enter(j, &e) < 0)
+			lb_child_relay(report[1], &e);
+		static const char *const trees[] = {"/sandbox", "/tmp", "/dev/shm"};
+		for (size_t i = 0; i < sizeof trees / sizeof trees[0]; i++)
+			if (empty_dir(trees[i]) < 0)
+				lb_child_fail(report[1], errno, "emptying %s", trees[i]);
+		_exit(0);
+	}
+	close(report[1]);
+	lb_error rec;
+	bool failed = lb_read_report(report[0], &rec);
+	close(report[0]);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (failed) {
+		if (err)
+			*err = rec;
+		return -1;
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return lb_fail(err, EIO, "resetting the jail: the helper died");
+	return 0;
 }

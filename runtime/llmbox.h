@@ -84,6 +84,10 @@ typedef struct lb_jail lb_jail;
 
 lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err);
 void lb_jail_close(lb_jail *j);
+/* Empties the jail's writable trees (/sandbox, /tmp, /dev/shm) for its next user, when a pool
+ * allows a jail to be reused. Runs leave nothing else behind: each had its own pid, ipc and mount
+ * namespaces, and its whole process tree died with it. */
+int lb_jail_reset(lb_jail *j, lb_error *err);
 
 /* ---- runs (supervisor.c) ---- */
 
@@ -125,6 +129,9 @@ typedef struct lb_run_spec {
 	/* The host's network instead of the jail's loopback-only one, for this run only: library
 	 * installs that a policy allows. Everything else about the jail stays. */
 	bool host_network;
+	/* Prestarted run (lb_run_begin only): the program gets fd 3, a socket on which it writes
+	 * the byte 'R' once it is ready, then reads its request until EOF (see lb_run_finish). */
+	bool prestart;
 	lb_limits limits;
 	lb_output_fn on_output;
 	void *ud;
@@ -159,6 +166,32 @@ typedef struct lb_result {
 
 int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_result *res,
 	   lb_error *err);
+
+/* A run in two halves, for pools: lb_run_begin starts the process tree (for a prestarted run, a
+ * program that waits for its code, e.g. an interpreter that has already started), and
+ * lb_run_finish hands it its request and stdin, then supervises it exactly like lb_run. The wall
+ * clock starts at lb_run_finish for prestarted runs. The pending run owns its processes, pipes and
+ * cgroup, and is freed by lb_run_finish or lb_run_abandon (which kills it). It does not need the
+ * jail any more: closing the jail first is allowed. */
+typedef struct lb_pending lb_pending;
+
+typedef struct lb_run_io {
+	const char *request; /* prestarted runs: sent on fd 3, then EOF */
+	size_t request_len;
+	const char *stdin_data; /* NULL: EOF at once */
+	size_t stdin_len;
+	double timeout;	 /* seconds; 0: the spec's limits.timeout */
+	uint64_t output; /* bytes; 0: the spec's limits.output */
+	lb_output_fn on_output;
+	void *ud;
+} lb_run_io;
+
+int lb_run_begin(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_pending **out,
+		 lb_error *err);
+/* Prestarted runs: 1 ready, 0 not yet (after waiting up to timeout_ms), -1 dead or broken. */
+int lb_run_wait_ready(lb_pending *p, int timeout_ms);
+int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *err);
+void lb_run_abandon(lb_pending *p);
 void lb_result_free(lb_result *res);
 
 /* ---- file transfer (transfer.c) ----

@@ -9,6 +9,11 @@
  *   session:copy_in(host_path, path [, mode])   -> true [, skipped] | nil, err
  *   session:copy_out(path, host_path [, max])   -> true [, skipped] | nil, err
  *   session:close()
+ *   session:prestart(spec)             -> pending | nil, err  (pools: the program waits on fd 3)
+ *   session:reset()                    -> true | nil, err     (pools: empty the writable trees)
+ *   pending:wait([ms])                 -> "ready" | "starting" | "dead"
+ *   pending:finish{ request, stdin, timeout, output, on_stdout, on_stderr } -> result | nil, err
+ *   pending:abandon()                  (also on garbage collection)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
  *   core.ioctl_number(name)            -> number | nil
@@ -28,6 +33,7 @@
 #include <string.h>
 
 #define SESSION_MT "llmbox.core.session"
+#define PENDING_MT "llmbox.core.pending"
 
 typedef struct lsession {
 	const lb_backend *backend;
@@ -260,28 +266,42 @@ static int on_output(void *ud, enum lb_stream stream, const char *buf, size_t le
 	return 0;
 }
 
-/* session:run{ argv=, env=, cwd=, stdin=, files=, limits=, on_stdout=, on_stderr= } */
-static int l_run(lua_State *L)
+static void read_callbacks(lua_State *L, int t, struct out_ctx *ctx)
 {
-	lsession *s = check_session(L);
-	luaL_checktype(L, 2, LUA_TTABLE);
-	lb_run_spec spec = {0};
-	size_t argc;
-	spec.argv = string_array(L, 2, "argv", &argc);
-	if (argc == 0)
-		return luaL_error(L, "argv: expected a non-empty array of strings");
-	spec.envp = string_array(L, 2, "env", NULL);
-	spec.cwd = opt_string(L, 2, "cwd", NULL);
-	rawfield(L, 2, "stdin");
-	if (!lua_isnil(L, -1)) {
-		if (lua_type(L, -1) != LUA_TSTRING)
-			return luaL_error(L, "stdin: expected a string");
-		spec.stdin_data = lua_tolstring(L, -1, &spec.stdin_len);
-	}
-	/* left on the stack: the supervisor writes it while callbacks run, and a callback may
-	 * drop it from the spec table */
+	rawfield(L, t, "on_stdout");
+	if (lua_isfunction(L, -1))
+		ctx->on_stdout = lua_gettop(L);
+	rawfield(L, t, "on_stderr");
+	if (lua_isfunction(L, -1))
+		ctx->on_stderr = lua_gettop(L);
+}
 
-	rawfield(L, 2, "files");
+/* stdin (or request) as a string kept on the stack: the supervisor writes it while callbacks
+ * run, and a callback may drop it from the spec table. */
+static const char *read_bytes(lua_State *L, int t, const char *key, size_t *len)
+{
+	rawfield(L, t, key);
+	if (lua_isnil(L, -1)) {
+		*len = 0;
+		return NULL;
+	}
+	if (lua_type(L, -1) != LUA_TSTRING)
+		luaL_error(L, "%s: expected a string", key);
+	return lua_tolstring(L, -1, len);
+}
+
+/* Fills spec from the table at t; everything it points to stays on the Lua stack. */
+static void read_run_spec(lua_State *L, int t, lb_run_spec *spec, struct out_ctx *ctx)
+{
+	size_t argc;
+	spec->argv = string_array(L, t, "argv", &argc);
+	if (argc == 0)
+		luaL_error(L, "argv: expected a non-empty array of strings");
+	spec->envp = string_array(L, t, "env", NULL);
+	spec->cwd = opt_string(L, t, "cwd", NULL);
+	spec->stdin_data = read_bytes(L, t, "stdin", &spec->stdin_len);
+
+	rawfield(L, t, "files");
 	int ft = lua_gettop(L);
 	size_t nf = lua_istable(L, ft) ? lua_objlen(L, ft) : 0;
 	lb_file *files = lua_newuserdata(L, (nf ? nf : 1) * sizeof *files);
@@ -289,37 +309,71 @@ static int l_run(lua_State *L)
 		lua_rawgeti(L, ft, (int)i + 1);
 		int f = lua_gettop(L);
 		if (!lua_istable(L, f))
-			return luaL_error(L, "files[%d]: expected {path=, data=}", (int)i + 1);
+			luaL_error(L, "files[%d]: expected {path=, data=}", (int)i + 1);
 		files[i].path = opt_string(L, f, "path", NULL);
 		rawfield(L, f, "data");
 		if (!files[i].path || files[i].path[0] != '/' || lua_type(L, -1) != LUA_TSTRING)
-			return luaL_error(L, "files[%d]: needs an absolute path and string data",
-					  (int)i + 1);
+			luaL_error(L, "files[%d]: needs an absolute path and string data",
+				   (int)i + 1);
 		files[i].data = lua_tolstring(L, -1, &files[i].len);
 		lua_pop(L, 1);
 		double mode = opt_number(L, f, "mode", 0644);
 		if (mode > 07777)
-			return luaL_error(L, "files[%d].mode: expected a file mode (0 to 07777)",
-					  (int)i + 1);
+			luaL_error(L, "files[%d].mode: expected a file mode (0 to 07777)",
+				   (int)i + 1);
 		files[i].mode = (unsigned)mode;
 		lua_pop(L, 1);
 	}
-	spec.files = files;
-	spec.n_files = nf;
-	spec.clean = string_array(L, 2, "clean", &spec.n_clean);
-	spec.host_network = opt_bool(L, 2, "host_network", false);
-	read_limits(L, 2, &spec.limits);
+	spec->files = files;
+	spec->n_files = nf;
+	spec->clean = string_array(L, t, "clean", &spec->n_clean);
+	spec->host_network = opt_bool(L, t, "host_network", false);
+	read_limits(L, t, &spec->limits);
+	ctx->L = L;
+	read_callbacks(L, t, ctx);
+	spec->on_output = on_output;
+	spec->ud = ctx;
+}
 
-	struct out_ctx ctx = {.L = L};
-	rawfield(L, 2, "on_stdout");
-	if (lua_isfunction(L, -1))
-		ctx.on_stdout = lua_gettop(L);
-	rawfield(L, 2, "on_stderr");
-	if (lua_isfunction(L, -1))
-		ctx.on_stderr = lua_gettop(L);
-	spec.on_output = on_output;
-	spec.ud = &ctx;
+static void push_result(lua_State *L, lb_result *res)
+{
+	lua_createtable(L, 0, 12);
+	lua_pushinteger(L, res->exit_code);
+	lua_setfield(L, -2, "exit_code");
+	if (res->signal) {
+		lua_pushinteger(L, res->signal);
+		lua_setfield(L, -2, "signal");
+	}
+	const char *limit = lb_limit_name(res->limit);
+	if (limit) {
+		lua_pushstring(L, limit);
+		lua_setfield(L, -2, "limit");
+	}
+	lua_pushboolean(L, res->limit == LB_LIMIT_TIMEOUT);
+	lua_setfield(L, -2, "timed_out");
+	lua_pushboolean(L, res->truncated);
+	lua_setfield(L, -2, "truncated");
+	lua_pushnumber(L, res->duration_ms);
+	lua_setfield(L, -2, "duration_ms");
+	lua_pushnumber(L, res->cpu_ms);
+	lua_setfield(L, -2, "cpu_ms");
+	lua_pushnumber(L, (double)res->max_rss);
+	lua_setfield(L, -2, "max_rss");
+	lua_pushlstring(L, res->out, res->out_len);
+	lua_setfield(L, -2, "stdout");
+	lua_pushlstring(L, res->err, res->err_len);
+	lua_setfield(L, -2, "stderr");
+	lb_result_free(res);
+}
 
+/* session:run{ argv=, env=, cwd=, stdin=, files=, limits=, on_stdout=, on_stderr= } */
+static int l_run(lua_State *L)
+{
+	lsession *s = check_session(L);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	lb_run_spec spec = {0};
+	struct out_ctx ctx = {0};
+	read_run_spec(L, 2, &spec, &ctx);
 	lb_result res;
 	lb_error err = {0};
 	if (s->backend->run(s->handle, &spec, &res, &err) < 0) {
@@ -327,33 +381,115 @@ static int l_run(lua_State *L)
 			snprintf(err.msg, sizeof err.msg, "%s", ctx.errmsg);
 		return push_error(L, &err);
 	}
-	lua_createtable(L, 0, 12);
-	lua_pushinteger(L, res.exit_code);
-	lua_setfield(L, -2, "exit_code");
-	if (res.signal) {
-		lua_pushinteger(L, res.signal);
-		lua_setfield(L, -2, "signal");
+	push_result(L, &res);
+	return 1;
+}
+
+/* ---- prestarted runs, for pools ---- */
+
+typedef struct lpending {
+	const lb_backend *backend;
+	void *handle; /* NULL once finished or abandoned */
+} lpending;
+
+static lpending *check_pending(lua_State *L)
+{
+	lpending *p = luaL_checkudata(L, 1, PENDING_MT);
+	if (!p->handle)
+		luaL_error(L, "this prestarted run was already used or abandoned");
+	return p;
+}
+
+/* session:prestart{ same as run, minus stdin and callbacks } -> pending | nil, err */
+static int l_prestart(lua_State *L)
+{
+	lsession *s = check_session(L);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	if (!s->backend->prestart) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "backend \"%s\" cannot prestart runs", s->backend->name);
+		lua_pushstring(L, "ENOTSUP");
+		return 3;
 	}
-	const char *limit = lb_limit_name(res.limit);
-	if (limit) {
-		lua_pushstring(L, limit);
-		lua_setfield(L, -2, "limit");
+	lb_run_spec spec = {0};
+	struct out_ctx ctx = {0};
+	read_run_spec(L, 2, &spec, &ctx);
+	spec.stdin_data = NULL; /* given to finish */
+	spec.prestart = true;
+	lpending *p = lua_newuserdata(L, sizeof *p);
+	p->backend = s->backend;
+	p->handle = NULL;
+	luaL_getmetatable(L, PENDING_MT);
+	lua_setmetatable(L, -2);
+	lb_error err = {0};
+	if (s->backend->prestart(s->handle, &spec, &p->handle, &err) < 0)
+		return push_error(L, &err);
+	return 1;
+}
+
+/* pending:wait([ms]) -> "ready" | "starting" | "dead" */
+static int l_pending_wait(lua_State *L)
+{
+	lpending *p = check_pending(L);
+	double ms = luaL_optnumber(L, 2, 0);
+	if (!(ms >= 0 && ms <= 86400000))
+		return luaL_argerror(L, 2, "expected milliseconds (0 to 86400000)");
+	int r = p->backend->pending_wait(p->handle, (int)ms);
+	lua_pushstring(L, r > 0 ? "ready" : r == 0 ? "starting" : "dead");
+	return 1;
+}
+
+/* pending:finish{ request=, stdin=, timeout=, output=, on_stdout=, on_stderr= } -> result */
+static int l_pending_finish(lua_State *L)
+{
+	lpending *p = check_pending(L);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	lb_run_io io = {0};
+	io.request = read_bytes(L, 2, "request", &io.request_len);
+	io.stdin_data = read_bytes(L, 2, "stdin", &io.stdin_len);
+	io.timeout = opt_number(L, 2, "timeout", 0);
+	io.output = (uint64_t)opt_number(L, 2, "output", 0);
+	struct out_ctx ctx = {.L = L};
+	read_callbacks(L, 2, &ctx);
+	io.on_output = on_output;
+	io.ud = &ctx;
+	void *h = p->handle;
+	p->handle = NULL; /* finish frees it, whatever happens */
+	lb_result res;
+	lb_error err = {0};
+	if (p->backend->pending_finish(h, &io, &res, &err) < 0) {
+		if (ctx.errmsg[0])
+			snprintf(err.msg, sizeof err.msg, "%s", ctx.errmsg);
+		return push_error(L, &err);
 	}
-	lua_pushboolean(L, res.limit == LB_LIMIT_TIMEOUT);
-	lua_setfield(L, -2, "timed_out");
-	lua_pushboolean(L, res.truncated);
-	lua_setfield(L, -2, "truncated");
-	lua_pushnumber(L, res.duration_ms);
-	lua_setfield(L, -2, "duration_ms");
-	lua_pushnumber(L, res.cpu_ms);
-	lua_setfield(L, -2, "cpu_ms");
-	lua_pushnumber(L, (double)res.max_rss);
-	lua_setfield(L, -2, "max_rss");
-	lua_pushlstring(L, res.out, res.out_len);
-	lua_setfield(L, -2, "stdout");
-	lua_pushlstring(L, res.err, res.err_len);
-	lua_setfield(L, -2, "stderr");
-	lb_result_free(&res);
+	push_result(L, &res);
+	return 1;
+}
+
+static int l_pending_abandon(lua_State *L)
+{
+	lpending *p = luaL_checkudata(L, 1, PENDING_MT);
+	if (p->handle) {
+		p->backend->pending_abandon(p->handle);
+		p->handle = NULL;
+	}
+	return 0;
+}
+
+/* session:reset() -> true | nil, err */
+static int l_reset(lua_State *L)
+{
+	lsession *s = check_session(L);
+	if (!s->backend->reset) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "backend \"%s\" cannot reset a session", s->backend->name);
+		lua_pushstring(L, "ENOTSUP");
+		return 3;
+	}
+	lb_error err = {0};
+	if (s->backend->reset(s->handle, &err) < 0)
+		return push_error(L, &err);
+	lua_pushboolean(L, 1);
 	return 1;
 }
 
@@ -538,9 +674,15 @@ static int l_listdir(lua_State *L)
 
 int luaopen_llmbox_core(lua_State *L)
 {
-	static const luaL_Reg session_methods[] = {{"run", l_run},	     {"copy_in", l_copy_in},
-						   {"copy_out", l_copy_out}, {"close", l_close},
-						   {"closed", l_closed},     {NULL, NULL}};
+	static const luaL_Reg session_methods[] = {
+		{"run", l_run},		  {"copy_in", l_copy_in},
+		{"copy_out", l_copy_out}, {"close", l_close},
+		{"closed", l_closed},	  {"prestart", l_prestart},
+		{"reset", l_reset},	  {NULL, NULL}};
+	static const luaL_Reg pending_methods[] = {{"wait", l_pending_wait},
+						   {"finish", l_pending_finish},
+						   {"abandon", l_pending_abandon},
+						   {NULL, NULL}};
 	static const luaL_Reg funcs[] = {{"open", l_open},
 					 {"backends", l_backends},
 					 {"probe", l_probe},
@@ -554,6 +696,14 @@ int luaopen_llmbox_core(lua_State *L)
 		luaL_register(L, NULL, session_methods);
 		lua_setfield(L, -2, "__index");
 		lua_pushcfunction(L, l_close);
+		lua_setfield(L, -2, "__gc");
+	}
+	lua_pop(L, 1);
+	if (luaL_newmetatable(L, PENDING_MT)) {
+		lua_newtable(L);
+		luaL_register(L, NULL, pending_methods);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, l_pending_abandon);
 		lua_setfield(L, -2, "__gc");
 	}
 	lua_pop(L, 1);

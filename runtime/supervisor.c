@@ -28,6 +28,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -91,6 +92,7 @@ static const char *resolve_command(const char *cmd, const char *const *envp, cha
 
 struct child_fds {
 	int in_r, out_w, err_w, status_w, report_w, lifeline_r;
+	int ctl; /* prestarted runs: the program's end of the control socket (fd 3), else -1 */
 };
 
 /* C3: becomes the program. Never returns. */
@@ -98,13 +100,18 @@ static void exec_program(const lb_run_spec *spec, const lb_filter *filter, struc
 			 bool memory_in_cgroup)
 {
 	lb_error e;
-	int rep = fds->report_w;
+	/* Out of the way of fds 0 to 3, which the dup2 calls below overwrite. */
+	int rep = fcntl(fds->report_w, F_DUPFD_CLOEXEC, 10);
+	int ctl = fds->ctl >= 0 ? fcntl(fds->ctl, F_DUPFD_CLOEXEC, 10) : -1;
+	if (rep < 0 || (fds->ctl >= 0 && ctl < 0))
+		lb_child_fail(fds->report_w, errno, "moving descriptors");
 	setsid();
 	int in = fds->in_r >= 0 ? fds->in_r : open("/dev/null", O_RDONLY);
-	if (in < 0 || dup2(in, 0) < 0 || dup2(fds->out_w, 1) < 0 || dup2(fds->err_w, 2) < 0)
+	if (in < 0 || dup2(in, 0) < 0 || dup2(fds->out_w, 1) < 0 || dup2(fds->err_w, 2) < 0 ||
+	    (ctl >= 0 && dup2(ctl, 3) < 0))
 		lb_child_fail(rep, errno, "setting up stdio");
-	int keep[] = {rep};
-	lb_close_fds_except(keep, 1);
+	int keep[] = {rep, ctl >= 0 ? 3 : rep};
+	lb_close_fds_except(keep, 2);
 	const char *cwd = spec->cwd ? spec->cwd : "/sandbox";
 	if (chdir(cwd) < 0)
 		lb_child_fail(rep, errno, "working directory %s", cwd);
@@ -215,6 +222,8 @@ static void run_init(const lb_run_spec *spec, const lb_filter *filter, struct ch
 	close(fds->err_w);
 	if (fds->in_r >= 0)
 		close(fds->in_r);
+	if (fds->ctl >= 0)
+		close(fds->ctl); /* the program's end only: its death must read as EOF */
 	close(rep);
 	struct status_msg msg = {.kind = 2};
 	for (;;) {
@@ -270,6 +279,8 @@ static void enter_and_fork(lb_jail *j, const lb_run_spec *spec, const lb_filter 
 	close(fds->err_w);
 	if (fds->in_r >= 0)
 		close(fds->in_r);
+	if (fds->ctl >= 0)
+		close(fds->ctl);
 	close(rep);
 	while (waitpid(init, NULL, 0) < 0 && errno == EINTR)
 		;
@@ -299,96 +310,191 @@ static int buf_append(struct buf *b, const char *p, size_t n)
 	return 0;
 }
 
-static void close_pair(int p[2])
+/* A started run: its children, the host's ends of their pipes, its cgroup. Owned by the caller
+ * of lb_run_begin until lb_run_finish or lb_run_abandon frees it. */
+struct lb_pending {
+	pid_t c1;
+	int out, err, status, report, in, ctl; /* host ends, -1 when closed */
+	bool ready;
+	lb_cgroup cg;
+	lb_limits limits;
+	double start;
+};
+
+static void close_fd(int *fd)
 {
-	for (int i = 0; i < 2; i++)
-		if (p[i] >= 0) {
-			close(p[i]);
-			p[i] = -1;
-		}
+	if (*fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
 }
 
-int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_result *res,
-	   lb_error *err)
+void lb_run_abandon(lb_pending *p)
 {
-	int out[2] = {-1, -1}, errp[2] = {-1, -1}, in[2] = {-1, -1}, status[2] = {-1, -1},
-	    report[2] = {-1, -1};
-	lb_cgroup cg = {.procs_fd = {-1, -1}};
-	struct buf bufs[3] = {{0}};
-	int rc = -1;
-	pid_t c1 = -1, c2 = -1;
-	memset(res, 0, sizeof *res);
+	if (!p)
+		return;
+	if (p->c1 > 0) {
+		/* C1 dies; C2 (pid 1 of the run) has PDEATHSIG, and its death empties the pid
+		 * namespace. */
+		kill(p->c1, SIGKILL);
+		while (waitpid(p->c1, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	int *fds[] = {&p->out, &p->err, &p->status, &p->report, &p->in, &p->ctl};
+	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+		close_fd(fds[i]);
+	lb_cgroup_destroy(&p->cg);
+	free(p);
+}
+
+int lb_run_begin(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_pending **out,
+		 lb_error *err)
+{
+	int o[2] = {-1, -1}, e[2] = {-1, -1}, in[2] = {-1, -1}, st[2] = {-1, -1}, rp[2] = {-1, -1},
+	    ctl[2] = {-1, -1};
+	*out = NULL;
 	if (!spec->argv || !spec->argv[0])
 		return lb_fail(err, EINVAL, "empty command");
-
-	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-	    pipe2(status, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0 ||
-	    (spec->stdin_data && pipe2(in, O_CLOEXEC) < 0)) {
+	lb_pending *p = calloc(1, sizeof *p);
+	if (!p)
+		return lb_fail(err, ENOMEM, "out of memory");
+	p->c1 = -1;
+	p->out = p->err = p->status = p->report = p->in = p->ctl = -1;
+	p->cg.procs_fd[0] = p->cg.procs_fd[1] = -1;
+	p->limits = spec->limits;
+	/* A prestarted program gets its stdin later: the pipe must exist now. */
+	bool want_in = spec->stdin_data || spec->prestart;
+	if (pipe2(o, O_CLOEXEC) < 0 || pipe2(e, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0 ||
+	    pipe2(rp, O_CLOEXEC) < 0 || (want_in && pipe2(in, O_CLOEXEC) < 0) ||
+	    (spec->prestart && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0)) {
 		lb_fail_sys(err, errno, "pipe2");
-		goto out;
+		goto fail;
 	}
-	if (lb_cgroup_create(&cg, &spec->limits, err) < 0)
-		goto out;
-
-	double start = now_ms();
+	if (lb_cgroup_create(&p->cg, &spec->limits, err) < 0)
+		goto fail;
+	p->start = now_ms();
 	pid_t parent = getpid();
-	c1 = fork();
-	if (c1 < 0) {
+	p->c1 = fork();
+	if (p->c1 < 0) {
 		lb_fail_sys(err, errno, "fork");
-		goto out;
+		goto fail;
 	}
-	if (c1 == 0) {
-		struct child_fds fds = {in[0], out[1], errp[1], status[1], report[1], -1};
-		int keep[16] = {in[0],	   out[1],	   errp[1],	  status[1],
-				report[1], cg.procs_fd[0], cg.procs_fd[1]};
-		lb_close_fds_except(keep, lb_jail_keep_fds(j, keep, 7));
-		enter_and_fork(j, spec, filter, &fds, &cg, parent);
+	if (p->c1 == 0) {
+		struct child_fds fds = {in[0], o[1], e[1], st[1], rp[1], -1, ctl[1]};
+		int keep[16] = {
+			in[0], o[1], e[1], st[1], rp[1], p->cg.procs_fd[0], p->cg.procs_fd[1],
+			ctl[1]};
+		lb_close_fds_except(keep, lb_jail_keep_fds(j, keep, 8));
+		enter_and_fork(j, spec, filter, &fds, &p->cg, parent);
 	}
-	close(out[1]);
-	close(errp[1]);
-	close(status[1]);
-	close(report[1]);
-	out[1] = errp[1] = status[1] = report[1] = -1;
-	if (in[0] >= 0) {
-		close(in[0]);
-		in[0] = -1;
-		fcntl(in[1], F_SETFL, O_NONBLOCK);
+	p->out = o[0];
+	p->err = e[0];
+	p->status = st[0];
+	p->report = rp[0];
+	p->in = in[1];
+	p->ctl = ctl[0];
+	int *child_ends[] = {&o[1], &e[1], &st[1], &rp[1], &in[0], &ctl[1]};
+	for (size_t i = 0; i < sizeof child_ends / sizeof child_ends[0]; i++)
+		close_fd(child_ends[i]);
+	if (p->in >= 0)
+		fcntl(p->in, F_SETFL, O_NONBLOCK);
+	*out = p;
+	return 0;
+fail:;
+	int *all[] = {&o[0],  &o[1],  &e[0],  &e[1],  &in[0],  &in[1],
+		      &st[0], &st[1], &rp[0], &rp[1], &ctl[0], &ctl[1]};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		close_fd(all[i]);
+	lb_run_abandon(p);
+	return -1;
+}
+
+int lb_run_wait_ready(lb_pending *p, int timeout_ms)
+{
+	if (p->ctl < 0)
+		return -1;
+	struct pollfd pf = {.fd = p->ctl, .events = POLLIN};
+	int n;
+	while ((n = poll(&pf, 1, p->ready ? 0 : timeout_ms)) < 0 && errno == EINTR)
+		;
+	if (n == 0)
+		return p->ready ? 1 : 0;
+	char c;
+	ssize_t r = n > 0 ? recv(p->ctl, &c, 1, MSG_DONTWAIT) : -1;
+	if (r == 1 && c == 'R' && !p->ready) {
+		p->ready = true;
+		return 1;
+	}
+	return -1; /* EOF or anything unexpected: the program is gone or broken */
+}
+
+int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *err)
+{
+	struct buf bufs[3] = {{0}};
+	int rc = -1;
+	pid_t c2 = -1;
+	const lb_limits *lim = &p->limits;
+	memset(res, 0, sizeof *res);
+
+	if (p->ctl >= 0) {
+		/* The request, then EOF: the prestarted program reads until the end. */
+		const char *req = io->request ? io->request : "";
+		size_t off = 0;
+		while (off < io->request_len) {
+			ssize_t w = send(p->ctl, req + off, io->request_len - off, MSG_NOSIGNAL);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0) {
+				lb_fail_sys(err, errno,
+					    "handing the code to the prestarted program");
+				lb_run_abandon(p);
+				return -1;
+			}
+			off += (size_t)w;
+		}
+		close_fd(&p->ctl);
+		p->start = now_ms(); /* its wall clock starts with the request */
 	}
 
-	double deadline = spec->limits.timeout > 0 ? start + spec->limits.timeout * 1e3 : 0;
+	double timeout = io->timeout > 0 ? io->timeout : lim->timeout;
+	uint64_t max_output = io->output ? io->output : lim->output;
+	double deadline = timeout > 0 ? p->start + timeout * 1e3 : 0;
 	size_t stdin_off = 0, total_out = 0;
 	bool killed = false, got_status = false, aborted = false;
 	struct status_msg final = {0};
-	int fdv[4] = {out[0], errp[0], status[0], in[1]};
-	if (in[1] >= 0 && spec->stdin_len == 0) {
-		close(in[1]);
-		in[1] = fdv[3] = -1;
+	int fdv[4] = {p->out, p->err, p->status, p->in};
+	p->out = p->err = p->status = p->in = -1; /* owned by fdv from here */
+	if (fdv[3] >= 0 && (!io->stdin_data || io->stdin_len == 0)) {
+		close(fdv[3]);
+		fdv[3] = -1;
 	}
 
 #define KILL_TREE()                                                                                \
 	do {                                                                                       \
 		if (c2 > 0)                                                                        \
 			kill(c2, SIGKILL);                                                         \
-		kill(c1, SIGKILL);                                                                 \
+		kill(p->c1, SIGKILL);                                                              \
 		killed = true;                                                                     \
 	} while (0)
 
-	while (fdv[0] >= 0 || fdv[1] >= 0 || fdv[2] >= 0) {
-		struct pollfd p[4];
+	/* Done when the output has ended and the status is in: the status pipe's own EOF waits for
+	 * the teardown of the run's namespaces, which the result does not need. */
+	while (fdv[0] >= 0 || fdv[1] >= 0 || (fdv[2] >= 0 && !got_status)) {
+		struct pollfd pf[4];
 		for (int i = 0; i < 4; i++) {
-			p[i].fd = fdv[i];
-			p[i].events = i == 3 ? POLLOUT : POLLIN;
-			p[i].revents = 0;
+			pf[i].fd = fdv[i];
+			pf[i].events = i == 3 ? POLLOUT : POLLIN;
+			pf[i].revents = 0;
 		}
 		int wait = -1;
-		if (cg.version && spec->limits.processes)
+		if (p->cg.version && lim->processes)
 			wait = 100; /* watch pids.events: a fork bomb ends the run */
 		if (deadline && !killed) {
 			double left = deadline - now_ms();
 			int l = left <= 0 ? 0 : (int)left + 1;
 			wait = wait < 0 || l < wait ? l : wait;
 		}
-		int n = poll(p, 4, wait);
+		int n = poll(pf, 4, wait);
 		if (n < 0 && errno != EINTR) {
 			lb_fail_sys(err, errno, "poll");
 			KILL_TREE();
@@ -396,20 +502,19 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 			break;
 		}
 		for (int i = 0; i < 2 && n > 0; i++) {
-			if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
 			char chunk[65536];
 			ssize_t r = read(fdv[i], chunk, sizeof chunk);
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r <= 0) {
-				close(fdv[i]);
-				fdv[i] = -1;
+				close_fd(&fdv[i]);
 				continue;
 			}
 			size_t keep = (size_t)r;
-			if (spec->limits.output && total_out + keep > spec->limits.output) {
-				keep = spec->limits.output - total_out;
+			if (max_output && total_out + keep > max_output) {
+				keep = max_output - total_out;
 				if (!killed) {
 					KILL_TREE();
 					res->limit = LB_LIMIT_OUTPUT;
@@ -425,15 +530,14 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 				aborted = true;
 				continue;
 			}
-			if (spec->on_output && !aborted &&
-			    spec->on_output(spec->ud, i == 0 ? LB_STDOUT : LB_STDERR, chunk,
-					    keep)) {
+			if (io->on_output && !aborted &&
+			    io->on_output(io->ud, i == 0 ? LB_STDOUT : LB_STDERR, chunk, keep)) {
 				lb_fail(err, ECANCELED, "the output callback failed");
 				KILL_TREE();
 				aborted = true;
 			}
 		}
-		if (fdv[2] >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+		if (fdv[2] >= 0 && (pf[2].revents & (POLLIN | POLLHUP | POLLERR))) {
 			struct status_msg m;
 			ssize_t r = lb_read_full(fdv[2], &m, sizeof m);
 			if (r == (ssize_t)sizeof m && m.kind == 1) {
@@ -444,46 +548,43 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 				final = m;
 				got_status = true;
 			} else {
-				close(fdv[2]);
-				fdv[2] = -1;
+				close_fd(&fdv[2]);
 			}
 		}
-		if (fdv[3] >= 0 && (p[3].revents & (POLLOUT | POLLERR | POLLHUP))) {
-			ssize_t w = lb_write_nosigpipe(fdv[3], spec->stdin_data + stdin_off,
-						       spec->stdin_len - stdin_off);
+		if (fdv[3] >= 0 && (pf[3].revents & (POLLOUT | POLLERR | POLLHUP))) {
+			ssize_t w = lb_write_nosigpipe(fdv[3], io->stdin_data + stdin_off,
+						       io->stdin_len - stdin_off);
 			if (w > 0)
 				stdin_off += (size_t)w;
 			if ((w < 0 && errno != EAGAIN && errno != EINTR) ||
-			    stdin_off >= spec->stdin_len) {
-				close(fdv[3]);
-				in[1] = fdv[3] = -1;
-			}
+			    stdin_off >= io->stdin_len)
+				close_fd(&fdv[3]);
 		}
 		if (!killed && deadline && now_ms() >= deadline) {
 			KILL_TREE();
 			res->limit = LB_LIMIT_TIMEOUT;
 		}
-		if (!killed && cg.version && spec->limits.processes) {
+		if (!killed && p->cg.version && lim->processes) {
 			bool oom, pids_max;
 			uint64_t peak;
-			lb_cgroup_read(&cg, &oom, &pids_max, &peak);
+			lb_cgroup_read(&p->cg, &oom, &pids_max, &peak);
 			if (pids_max) {
 				KILL_TREE();
 				res->limit = LB_LIMIT_PROCESSES;
 			}
 		}
 	}
+#undef KILL_TREE
 	for (int i = 0; i < 4; i++)
-		if (fdv[i] >= 0)
-			close(fdv[i]);
-	out[0] = errp[0] = status[0] = in[1] = -1;
-	while (waitpid(c1, NULL, 0) < 0 && errno == EINTR)
+		close_fd(&fdv[i]);
+	while (waitpid(p->c1, NULL, 0) < 0 && errno == EINTR)
 		;
-	c1 = -1;
-	res->duration_ms = now_ms() - start;
+
+	p->c1 = -1;
+	res->duration_ms = now_ms() - p->start;
 
 	lb_error rep;
-	bool setup_failed = lb_read_report(report[0], &rep);
+	bool setup_failed = lb_read_report(p->report, &rep);
 	if (aborted)
 		goto out;
 	if (setup_failed && rep.msg[0] == EXEC_MARK) {
@@ -516,18 +617,17 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 
 	bool oom = false, pids_max = false;
 	uint64_t peak = 0;
-	lb_cgroup_read(&cg, &oom, &pids_max, &peak);
+	lb_cgroup_read(&p->cg, &oom, &pids_max, &peak);
 	if (peak)
 		res->max_rss = peak;
 	if (res->limit == LB_LIMIT_NONE) {
 		if (oom)
 			res->limit = LB_LIMIT_MEMORY;
-		else if (res->signal == SIGXCPU ||
-			 (res->signal == SIGKILL && spec->limits.cpu > 0 &&
-			  res->cpu_ms >= spec->limits.cpu * 1e3 - 50))
+		else if (res->signal == SIGXCPU || (res->signal == SIGKILL && lim->cpu > 0 &&
+						    res->cpu_ms >= lim->cpu * 1e3 - 50))
 			res->limit = LB_LIMIT_CPU;
 		else if (res->signal == SIGXFSZ ||
-			 (spec->limits.file_size && res->exit_code == 128 + SIGXFSZ))
+			 (lim->file_size && res->exit_code == 128 + SIGXFSZ))
 			/* 128 + SIGXFSZ: how a shell reports a child the limit killed. */
 			res->limit = LB_LIMIT_FILE_SIZE;
 		else if (pids_max && res->exit_code != 0)
@@ -540,20 +640,26 @@ int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_resu
 	bufs[0].data = bufs[1].data = NULL;
 	rc = 0;
 out:
-	if (c1 > 0) {
-		kill(c1, SIGKILL);
-		while (waitpid(c1, NULL, 0) < 0 && errno == EINTR)
-			;
-	}
-	close_pair(out);
-	close_pair(errp);
-	close_pair(in);
-	close_pair(status);
-	close_pair(report);
-	lb_cgroup_destroy(&cg);
+	lb_run_abandon(p); /* kills what is left (nothing after a normal end), frees the rest */
 	free(bufs[0].data);
 	free(bufs[1].data);
 	return rc;
+}
+
+int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_result *res,
+	   lb_error *err)
+{
+	lb_pending *p;
+	memset(res, 0, sizeof *res);
+	if (spec->prestart)
+		return lb_fail(err, EINVAL, "lb_run: a prestarted run needs lb_run_begin");
+	if (lb_run_begin(j, spec, filter, &p, err) < 0)
+		return -1;
+	lb_run_io io = {.stdin_data = spec->stdin_data,
+			.stdin_len = spec->stdin_len,
+			.on_output = spec->on_output,
+			.ud = spec->ud};
+	return lb_run_finish(p, &io, res, err);
 }
 
 void lb_result_free(lb_result *res)

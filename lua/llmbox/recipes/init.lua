@@ -10,6 +10,12 @@ local util = require "llmbox.util"
 local _M = { _VERSION = "0.1.0" }
 
 local string_list = { type = "array", of = "string" }
+local hook_file = { type = "record", fields = {
+    src = { type = "string", required = true, pattern = "^[%w_.-]+$",
+        pattern_desc = "a file name in the recipe's directory" },
+    dst = { type = "string", required = true, pattern = "^/tmp/llmbox/",
+        pattern_desc = "a path under /tmp/llmbox/" },
+} }
 _M.schema = {
     type = "record",
     fields = {
@@ -25,12 +31,18 @@ _M.schema = {
         compile = string_list,
         -- files shipped next to the recipe (recipes/<name>/<src>) written into the jail for
         -- each run, e.g. startup hooks: { { src = "sitecustomize.py", dst = "/tmp/llmbox/hooks/..." } }
-        hooks = { type = "array", default = {}, of = { type = "record", fields = {
-            src = { type = "string", required = true, pattern = "^[%w_.-]+$",
-                pattern_desc = "a file name in the recipe's directory" },
-            dst = { type = "string", required = true, pattern = "^/tmp/llmbox/",
-                pattern_desc = "a path under /tmp/llmbox/" },
-        } } },
+        hooks = { type = "array", default = {}, of = hook_file },
+        -- pools: a program started ahead of time that waits for its code (see pool.lua and
+        -- python/llmbox_warm.py): its argv, and the files it needs besides the hooks
+        -- (false when the recipe has none)
+        warm = { type = "record", fields = {
+            run = { type = "array", of = "string" },
+            files = { type = "array", default = {}, of = hook_file },
+        }, finish = function(w)
+            if w.run then return w end
+            if #w.files > 0 then return nil, "files given without run" end
+            return false
+        end },
         -- the recipe's programs leave plots in $LLMBOX_PLOTS_DIR (collected after each run)
         plots = { type = "boolean", default = false },
         -- install(packages, sources) -> argv of the package manager (see python.lua)
@@ -137,15 +149,23 @@ function _M.argv(recipe, file, args, template)
     return argv
 end
 
--- The files a run needs inside the jail: the code, then the recipe's hooks.
-function _M.files(recipe, path, code)
-    local files = { { path = path, data = code, mode = 420 } }
-    for _, h in ipairs(recipe.hooks) do
+local function add_shipped(files, recipe, list)
+    for _, h in ipairs(list) do
         local f = assert(io.open(recipe.path:match("^(.*)/[^/]*$") .. "/" .. recipe.name .. "/" .. h.src, "rb"))
         files[#files + 1] = { path = h.dst, data = f:read("*a"), mode = 420 }
         f:close()
     end
     return files
+end
+
+-- The files a run needs inside the jail: the code, then the recipe's hooks.
+function _M.files(recipe, path, code)
+    return add_shipped({ { path = path, data = code, mode = 420 } }, recipe, recipe.hooks)
+end
+
+-- The files a prestarted (warm) program needs: the hooks and its own; the code comes later.
+function _M.warm_files(recipe)
+    return add_shipped(add_shipped({}, recipe, recipe.hooks), recipe, recipe.warm.files)
 end
 
 return _M

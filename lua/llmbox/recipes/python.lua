@@ -22,6 +22,11 @@ return {
         { src = "llmbox_mpl_backend.py", dst = "/tmp/llmbox/hooks/llmbox_mpl_backend.py" },
     },
     plots = true,
+    -- pools start the interpreter ahead of time; it then runs the code as `run` would
+    warm = {
+        run = { "/usr/bin/python3", "-u", "/tmp/llmbox/hooks/llmbox_warm.py" },
+        files = { { src = "llmbox_warm.py", dst = "/tmp/llmbox/hooks/llmbox_warm.py" } },
+    },
     -- Debian keeps matplotlib's default matplotlibrc, and fontconfig its setup, in /etc
     mounts = { "/etc/matplotlibrc", "/etc/fonts" },
     version = { "/usr/bin/python3", "--version" },

@@ -132,6 +132,9 @@ typedef struct lb_run_spec {
 	/* Prestarted run (lb_run_begin only): the program gets fd 3, a socket on which it writes
 	 * the byte 'R' once it is ready, then reads its request until EOF (see lb_run_finish). */
 	bool prestart;
+	/* A directory checked when the program ends (lb_result.probe_found): callers skip copying
+	 * out results that are not there, e.g. plots. NULL: none. */
+	const char *probe;
 	lb_limits limits;
 	lb_output_fn on_output;
 	void *ud;
@@ -153,7 +156,8 @@ typedef struct lb_result {
 	int exit_code; /* the program's exit status, or 128 + signal */
 	int signal;    /* signal that ended the program, 0 if it exited */
 	enum lb_limit limit;
-	bool truncated; /* output was cut at limits.output */
+	bool truncated;	  /* output was cut at limits.output */
+	bool probe_found; /* lb_run_spec.probe had entries when the program ended */
 	double duration_ms;
 	double cpu_ms;
 	uint64_t max_rss; /* bytes; peak of the cgroup when one is used */

@@ -328,6 +328,7 @@ static void read_run_spec(lua_State *L, int t, lb_run_spec *spec, struct out_ctx
 	spec->n_files = nf;
 	spec->clean = string_array(L, t, "clean", &spec->n_clean);
 	spec->host_network = opt_bool(L, t, "host_network", false);
+	spec->probe = opt_string(L, t, "probe", NULL);
 	read_limits(L, t, &spec->limits);
 	ctx->L = L;
 	read_callbacks(L, t, ctx);
@@ -353,6 +354,8 @@ static void push_result(lua_State *L, lb_result *res)
 	lua_setfield(L, -2, "timed_out");
 	lua_pushboolean(L, res->truncated);
 	lua_setfield(L, -2, "truncated");
+	lua_pushboolean(L, res->probe_found);
+	lua_setfield(L, -2, "probe_found");
 	lua_pushnumber(L, res->duration_ms);
 	lua_setfield(L, -2, "duration_ms");
 	lua_pushnumber(L, res->cpu_ms);

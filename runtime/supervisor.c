@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -40,6 +41,7 @@ struct status_msg {
 	int kind; /* 1: C2's host pid; 2: the program's wait status */
 	pid_t pid;
 	int wstatus;
+	int probe; /* kind 2: spec->probe is a directory with entries */
 	struct rusage ru;
 };
 
@@ -239,6 +241,13 @@ static void run_init(const lb_run_spec *spec, const lb_filter *filter, struct ch
 			msg.ru = ru;
 			break;
 		}
+	}
+	if (spec->probe) {
+		DIR *d = opendir(spec->probe);
+		for (struct dirent *de; d && !msg.probe && (de = readdir(d));)
+			msg.probe = strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+		if (d)
+			closedir(d);
 	}
 	(void)lb_write_all(fds->status_w, &msg, sizeof msg);
 	_exit(0);
@@ -610,6 +619,7 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 			      (double) final.ru.ru_stime.tv_sec * 1e3 +
 			      (double) final.ru.ru_stime.tv_usec / 1e3;
 		res->max_rss = (uint64_t) final.ru.ru_maxrss * 1024;
+		res->probe_found = final.probe != 0;
 	} else {
 		res->signal = SIGKILL;
 		res->exit_code = 128 + SIGKILL;

@@ -14,6 +14,8 @@ local checks = require "llmbox.checks"
 local _M = { _VERSION = core.VERSION, VERSION = core.VERSION }
 
 _M.session = session.new
+--- llmbox.pool{ lang = "python", min = 2, max = 10, ... } -> pool | nil, err (see llmbox/pool.lua)
+_M.pool = function(opts) return require("llmbox.pool").new(opts) end
 _M.describe_violations = session.describe_violations
 
 --- One-shot: a session with one run. Returns the result, or nil, err.

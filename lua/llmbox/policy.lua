@@ -653,6 +653,9 @@ local function run_file(path)
     return ret
 end
 
+-- Other operator files (pool policies) are run the same way: no io, no os.execute, a time limit.
+_M.run_file = run_file
+
 -- ---------------------------------------------------------------------------------------------
 -- merging a child over its parent
 

@@ -28,14 +28,26 @@ local function load_policy(p)
     return policy_mod.load(p)
 end
 
+_M.load_policy = load_policy
+
 --- llmbox.session{ lang = "python", policy = "default", backend = "native", env = {} }
+--- llmbox.session{ pool = p [, env = {}] }: a lease from a pool (llmbox.pool); close() returns it
 function _M.new(opts)
     opts = opts or {}
     if type(opts) ~= "table" then error("session options must be a table", 2) end
     for k in pairs(opts) do
-        if not ({ lang = 1, policy = 1, backend = 1, env = 1 })[k] then
-            error(format("session: unknown option %q (known: lang, policy, backend, env)", tostring(k)), 2)
+        if not ({ lang = 1, policy = 1, backend = 1, env = 1, pool = 1 })[k] then
+            error(format("session: unknown option %q (known: lang, policy, backend, env, pool)", tostring(k)), 2)
         end
+    end
+    if opts.pool ~= nil then
+        if type(opts.pool) ~= "table" or type(opts.pool.acquire) ~= "function" then
+            error("session: pool must be a pool made by llmbox.pool{...}", 2)
+        end
+        if opts.lang or opts.policy or opts.backend then
+            error("session: lang, policy and backend come from the pool; give only pool (and env)", 2)
+        end
+        return opts.pool:acquire({ env = opts.env })
     end
     local recipe, err
     if opts.lang then
@@ -51,11 +63,16 @@ function _M.new(opts)
     local handle
     handle, err = driver.open(policy, recipe)
     if not handle then return nil, "cannot create the sandbox: " .. tostring(err) end
+    return _M.wrap(driver, policy, recipe, handle, opts.env)
+end
+
+-- A session around a handle a driver already opened (pools build theirs ahead of time).
+function _M.wrap(driver, policy, recipe, handle, env)
     return setmetatable({
         recipe = recipe,
         policy = policy,
         backend = driver.name,
-        env = opts.env or {},
+        env = env or {},
         handle = handle,
         runs = 0,
     }, Session)
@@ -84,6 +101,8 @@ local function build_env(self, recipe, extra)
     return list
 end
 
+_M.build_env = build_env
+
 -- Per-run limits: the policy's, lowered by the caller where asked. The policy is the ceiling: a
 -- request above it is refused, never silently granted.
 local function build_limits(self, opts)
@@ -106,7 +125,7 @@ local function build_limits(self, opts)
     return lim
 end
 
-local RUN_OPTS = {
+local RUN_OPTS = { -- probe is internal (set by run)
     timeout = 1, cpu = 1, memory = 1, processes = 1, open_files = 1, file_size = 1, output = 1,
     stdin = 1, args = 1, env = 1, on_stdout = 1, on_stderr = 1, cwd = 1, files = 1,
     libraries = 1, keep_plots = 1, artifacts = 1, artifacts_max = 1,
@@ -141,6 +160,7 @@ function Session:_exec(argv, opts, recipe, files)
         stdin = opts.stdin,
         files = f,
         clean = opts.clean,
+        probe = opts.probe,
         host_network = opts.host_network,
         limits = limits,
         on_stdout = opts.on_stdout,
@@ -148,6 +168,78 @@ function Session:_exec(argv, opts, recipe, files)
     })
     if not res then return nil, rerr end
     res.limit_value = res.limit and limits[res.limit == "file_size" and "file_size" or res.limit] or nil
+    return res
+end
+
+-- Pooled sessions may hold a prestarted program (see pool.lua): an interpreter that started with
+-- this session's environment and limits and waits for its code. It serves the first run only if
+-- that run needs nothing it was not started with; otherwise it is dropped and the run starts cold.
+local WARM_OK = { timeout = 1, output = 1, stdin = 1, args = 1, on_stdout = 1, on_stderr = 1,
+    keep_plots = 1, artifacts = 1, artifacts_max = 1, cwd = 1, env = 1, clean = 1, libraries = 1 }
+
+function Session:_take_warm(recipe, opts, caller_opts)
+    local warm = self._warm
+    if not warm then return nil end
+    self._warm = nil
+    local usable = warm.recipe == recipe and (opts.cwd == nil or opts.cwd == "/sandbox")
+        and not (opts.libraries and #opts.libraries > 0)
+    for k in pairs(caller_opts) do if not WARM_OK[k] then usable = false end end
+    if usable then
+        -- exactly the environment a cold run would get, or the interpreter saw the wrong one
+        local env = build_env(self, recipe, opts.env)
+        usable = #env == #warm.env
+        for i = 1, #env do if env[i] ~= warm.env[i] then usable = false end end
+    end
+    if usable and warm.pending:wait(warm.wait_ms or 0) == "ready" then return warm end
+    warm.pending:abandon()
+    return nil
+end
+
+-- Starts this session's recipe's warm program (pools call it on sessions nobody has used yet).
+-- Returns true, false when the recipe or backend has none, or nil, err.
+function Session:_prestart()
+    local recipe = self.recipe
+    if not (recipe and recipe.warm and self.handle and self.handle.prestart) then return false end
+    local env = build_env(self, recipe, recipe.plots and { LLMBOX_PLOTS_DIR = PLOTS_DIR } or nil)
+    local limits = assert(build_limits(self, {}))
+    local pending, err = self.handle:prestart({
+        argv = recipe.warm.run, env = env, cwd = "/sandbox", limits = limits,
+        probe = recipe.plots and PLOTS_DIR or nil,
+        files = recipes.warm_files(recipe),
+    })
+    if not pending then return nil, err end
+    self._warm = { pending = pending, recipe = recipe, env = env }
+    return true
+end
+
+function Session:_exec_warm(warm, path, code, opts)
+    local limits, err = build_limits(self, opts)
+    if not limits then
+        warm.pending:abandon()
+        return nil, err
+    end
+    local args = opts.args or {}
+    local req = { "1", path, "/sandbox", tostring(#args) }
+    for i, a in ipairs(args) do
+        if type(a) ~= "string" or a:find("\0", 1, true) then
+            warm.pending:abandon()
+            return nil, format("args[%d]: expected a string without NUL bytes", i)
+        end
+        req[#req + 1] = a
+    end
+    req[#req + 1] = code
+    self.runs = self.runs + 1
+    local res, rerr = warm.pending:finish({
+        request = concat(req, "\0"),
+        stdin = opts.stdin,
+        timeout = limits.timeout,
+        output = limits.output,
+        on_stdout = opts.on_stdout,
+        on_stderr = opts.on_stderr,
+    })
+    if not res then return nil, rerr end
+    res.warm = true
+    res.limit_value = res.limit and limits[res.limit] or nil
     return res
 end
 
@@ -193,6 +285,7 @@ function Session:run(code, opts)
         local env = { LLMBOX_PLOTS_DIR = PLOTS_DIR }
         for k, v in pairs(opts.env or {}) do env[k] = v end
         o.env = env
+        o.probe = PLOTS_DIR -- copying plots out costs a process: only when there are some
         if not opts.keep_plots then o.clean = { PLOTS_DIR } end
     end
     local path = CODE_DIR .. "/" .. recipe.file
@@ -218,12 +311,18 @@ function Session:run(code, opts)
             res.duration_ms = res.duration_ms + compile.duration_ms
         end
     else
-        res, err = self:_exec(recipes.argv(recipe, path, opts.args), o, recipe, files)
+        local warm = self:_take_warm(recipe, o, opts)
+        if warm then
+            res, err = self:_exec_warm(warm, path, code, o)
+        else
+            res, err = self:_exec(recipes.argv(recipe, path, opts.args), o, recipe, files)
+        end
     end
     if not res then return nil, err end
     if #report.violations > 0 then res.warnings = report.violations end
     if recipe.plots then
-        local plots, perr = self:_collect(PLOTS_DIR, self.policy.limits.tmp)
+        local plots, perr = {}, nil
+        if res.probe_found ~= false then plots, perr = self:_collect(PLOTS_DIR, self.policy.limits.tmp) end
         if not plots then return nil, perr end
         res.plots = artifacts.plots(plots)
     end
@@ -319,6 +418,18 @@ function Session:copy_from(src, dst, max)
 end
 
 function Session:close()
+    if self._warm then
+        self._warm.pending:abandon()
+        self._warm = nil
+    end
+    if self._pool then
+        -- a leased session goes back to its pool, which decides to reset or destroy it
+        local pool = self._pool
+        self._pool = nil
+        pool:_release(self)
+        self.handle = nil
+        return true
+    end
     if self.handle then
         self.handle:close()
         self.handle = nil

@@ -1,0 +1,433 @@
+-- Pools of ready sandboxes, for any backend that declares the `pool` capability.
+--
+--   local p = assert(llmbox.pool{ lang = "python", min = 2, max = 10 })
+--   local s = assert(llmbox.session{ pool = p })   -- or p:acquire()
+--   s:run("print(1)"); s:close()                     -- back to the pool: destroyed or reset
+--   p:stats(); p:close()
+--
+-- A slot is one sandbox the pool owns (a backend handle). Callers never get the slot itself:
+-- each lease is a new session object around it, dead once closed, so a stale reference cannot
+-- reach the next user's sandbox. With max_uses = 1 (the default) a slot serves one lease and is
+-- destroyed; with more, the backend empties it (handle:reset()) between leases.
+--
+-- Warm start: where the recipe has a `warm` program and the backend can prestart runs, each
+-- slot holds an interpreter that already started inside it and waits for its code (see
+-- session.lua and recipes/python/llmbox_warm.py); the lease's first run uses it.
+--
+-- Settings come from a pool policy (policies/pools/NAME.lua, validated like security
+-- policies) overridden by the options given here. No event loop is assumed: the pool refills
+-- when a lease comes back and in maintain(), which a long-lived process calls on a timer (it also
+-- runs health checks, idle and lifetime expiry, and acquisition timeouts).
+local policy_mod = require "llmbox.policy"
+local schema = require "llmbox.schema"
+local recipes = require "llmbox.recipes"
+local backends = require "llmbox.backends"
+local session = require "llmbox.session"
+local util = require "llmbox.util"
+
+local now_ms = util.now_ms
+local type, pairs, ipairs, tostring, format = type, pairs, ipairs, tostring, string.format
+local co_running, co_yield, co_resume = coroutine.running, coroutine.yield, coroutine.resume
+local remove, insert = table.remove, table.insert
+
+local _M = { _VERSION = "0.1.0" }
+local Pool = {}
+Pool.__index = Pool
+
+_M.schema = {
+    type = "record",
+    fields = {
+        description = { type = "string", default = "" },
+        -- sandboxes kept ready (idle); the target() hook may ask for more, up to max
+        min = { type = "integer", min = 0, max = 10000, default = 2 },
+        -- ceiling on ready plus leased sandboxes; `temporary` ones are outside it
+        max = { type = "integer", min = 1, max = 10000, default = 10 },
+        idle_timeout = { type = "duration", default = 300 },
+        acquisition_timeout = { type = "duration", default = 30 },
+        max_uses = { type = "integer", min = 1, default = 1 },
+        max_lifetime = { type = "duration", default = 3600 },
+        health_check_interval = { type = "duration", default = 60 },
+        exhaustion = { type = "enum", values = { "wait", "fail_fast", "temporary" }, default = "wait",
+            hint = "wait queues callers in arrival order; fail_fast errors at once; temporary makes "
+                .. "a sandbox outside the pool and destroys it after use" },
+        prewarm = { type = "boolean", default = true },
+        -- start the recipe's warm program in each ready sandbox (when it has one)
+        warm = { type = "boolean", default = true },
+        libraries = { type = "array", of = "string", default = {} },
+        hooks = { type = "record", fields = {
+            -- target(ctx) -> how many ready sandboxes to keep now (clamped to min..max);
+            -- ctx = { hour, weekday, now, demand (leases in the last minute), idle, busy, min, max }
+            target = "function",
+        } },
+    },
+}
+
+local OPTION_KEYS = { lang = 1, backend = 1, policy = 1, pool_policy = 1, env = 1 }
+
+-- policies/pools/NAME.lua in the policy directories, or a path
+local function find_pool_policy(what)
+    if what:find("/", 1, true) or what:sub(-4) == ".lua" then return what end
+    local tried = {}
+    for _, d in ipairs(policy_mod.dirs()) do
+        local p = d .. "/pools/" .. what .. ".lua"
+        local f = io.open(p, "rb")
+        if f then
+            f:close()
+            return p
+        end
+        tried[#tried + 1] = p
+    end
+    return nil, format("pool policy %q not found (looked for %s)", what, table.concat(tried, ", "))
+end
+
+--- load_policy(name_or_path [, overrides]) -> settings | nil, err
+function _M.load_policy(what, overrides)
+    local raw = {}
+    if what then
+        local path, err = find_pool_policy(what)
+        if not path then return nil, err end
+        local t, ferr = policy_mod.run_file(path)
+        if not t then return nil, format("pool policy %s: %s", path, ferr) end
+        raw = t
+    end
+    for k, v in pairs(overrides or {}) do raw[k] = v end
+    local settings, err = schema.check(raw, _M.schema)
+    if not settings then return nil, format("pool policy %s: %s", tostring(what or "(options)"), err) end
+    if settings.min > settings.max then
+        return nil, format("pool policy %s: min (%d) is above max (%d)", tostring(what or "(options)"),
+            settings.min, settings.max)
+    end
+    settings.name = what
+    return settings
+end
+
+--- llmbox.pool{ lang =, backend = "native", policy = "default", pool_policy = "default", ...settings }
+function _M.new(opts)
+    if type(opts) ~= "table" then error("pool: expected an options table", 2) end
+    local overrides = {}
+    for k, v in pairs(opts) do
+        if not OPTION_KEYS[k] then
+            if not _M.schema.fields[k] then
+                error(format("pool: unknown option %q (see llmbox.pool in the README)", tostring(k)), 2)
+            end
+            overrides[k] = v
+        end
+    end
+    if type(opts.lang) ~= "string" then error("pool: lang is required (e.g. lang = \"python\")", 2) end
+    local recipe, err = recipes.get(opts.lang)
+    if not recipe then return nil, err end
+    local settings
+    settings, err = _M.load_policy(opts.pool_policy or "default", overrides)
+    if not settings then return nil, err end
+    local driver
+    driver, err = backends.get(opts.backend or "native")
+    if not driver then return nil, err end
+    if not (driver.capabilities and driver.capabilities.pool) then
+        return nil, format("backend %q does not support pools", driver.name)
+    end
+    local sec
+    sec, err = session.load_policy(opts.policy)
+    if not sec then return nil, err end
+    if #settings.libraries > 0 and not sec.libraries.allow then
+        return nil, format("pool: libraries are listed but policy %q does not allow installs", sec.name)
+    end
+    local self = setmetatable({
+        settings = settings, recipe = recipe, driver = driver, policy = sec, env = opts.env,
+        idle = {},     -- ready slots, oldest first
+        busy = {},     -- slot -> true
+        n_busy = 0,
+        waiters = {},  -- FIFO of { co =, deadline = }
+        demand = {},   -- times (ms) of recent acquisitions, for the target hook
+        counters = { created = 0, recycled = 0, unhealthy = 0, waits = 0, failures = 0,
+            temporary = 0, acquired = 0, hits = 0, misses = 0 },
+        closed = false,
+    }, Pool)
+    if settings.prewarm then
+        local ok, ferr = self:_fill()
+        if not ok then
+            self:close()
+            return nil, ferr
+        end
+    end
+    return self
+end
+
+-- ---- slots ----
+
+function Pool:_new_slot(temporary)
+    local handle, err = self.driver.open(self.policy, self.recipe)
+    if not handle then
+        self.counters.failures = self.counters.failures + 1
+        return nil, "cannot create a pooled sandbox: " .. tostring(err)
+    end
+    local slot = { handle = handle, created = now_ms(), uses = 0, temporary = temporary }
+    local ok, perr = self:_ready(slot)
+    if not ok then
+        handle:close()
+        self.counters.failures = self.counters.failures + 1
+        return nil, perr
+    end
+    self.counters.created = self.counters.created + 1
+    return slot
+end
+
+-- Makes a new or just-reset slot ready for its next lease: libraries, then the warm program.
+function Pool:_ready(slot)
+    slot.idle_since, slot.checked = now_ms(), now_ms()
+    local s = session.wrap(self.driver, self.policy, self.recipe, slot.handle, self.env)
+    local libs = self.settings.libraries
+    if #libs > 0 then
+        local r, err = s:install(libs)
+        if not r then return nil, "pool: installing libraries: " .. tostring(err) end
+        if r.exit_code ~= 0 or r.limit then
+            return nil, format("pool: installing libraries failed (exit %d): %s", r.exit_code, r.stderr)
+        end
+    end
+    if self.settings.warm then
+        local ok, err = s:_prestart()
+        if ok == nil then return nil, "pool: starting the warm program: " .. tostring(err) end
+        slot.warm = s._warm
+    end
+    return true
+end
+
+function Pool:_destroy(slot, why)
+    if slot.warm then slot.warm.pending:abandon() end
+    slot.warm = nil
+    slot.handle:close()
+    if why == "recycled" then self.counters.recycled = self.counters.recycled + 1 end
+    if why == "unhealthy" then self.counters.unhealthy = self.counters.unhealthy + 1 end
+end
+
+function Pool:_healthy(slot)
+    if slot.warm then return slot.warm.pending:wait(0) ~= "dead" end
+    return not slot.handle:closed()
+end
+
+local function clamp(n, lo, hi)
+    return n < lo and lo or n > hi and hi or n
+end
+
+-- How many ready sandboxes to keep now: min, or what the policy's target hook says.
+function Pool:target()
+    local s = self.settings
+    local hook = s.hooks.target
+    if not hook then return s.min end
+    local t = now_ms()
+    while self.demand[1] and self.demand[1] < t - 60000 do remove(self.demand, 1) end
+    local date = os.date("*t")
+    local ok, n = pcall(hook, { hour = date.hour, weekday = date.wday, now = os.time(),
+        demand = #self.demand, idle = #self.idle, busy = self.n_busy, min = s.min, max = s.max })
+    if not ok or type(n) ~= "number" or n ~= n then
+        io.stderr:write("llmbox: pool policy ", tostring(s.name), ": target hook failed: ",
+            tostring(ok and ("returned " .. tostring(n)) or n), "; using min\n")
+        return s.min
+    end
+    return clamp(math.floor(n), s.min, s.max)
+end
+
+-- Creates ready sandboxes up to the target, never past max.
+function Pool:_fill()
+    local target = self:target()
+    while not self.closed and #self.idle < target and #self.idle + self.n_busy < self.settings.max do
+        local slot, err = self:_new_slot(false)
+        if not slot then return nil, err end
+        self.idle[#self.idle + 1] = slot
+    end
+    return true
+end
+
+-- ---- leases ----
+
+function Pool:_lease(slot, env)
+    self.busy[slot] = true
+    self.n_busy = self.n_busy + 1
+    local s = session.wrap(self.driver, self.policy, self.recipe, slot.handle, env or self.env)
+    s._warm, slot.warm = slot.warm, nil
+    if s._warm then s._warm.wait_ms = 10000 end -- still starting: waiting beats a cold start
+    s._pool, s._slot = self, slot
+    slot.uses = slot.uses + 1
+    return s
+end
+
+-- The oldest healthy ready slot, dropping broken ones.
+function Pool:_take_idle()
+    while #self.idle > 0 do
+        local slot = remove(self.idle, 1)
+        if self:_healthy(slot) then return slot end
+        self:_destroy(slot, "unhealthy")
+    end
+end
+
+--- p:acquire([{ env = {} }]) -> session | nil, err
+function Pool:acquire(opts)
+    opts = opts or {}
+    if type(opts) ~= "table" then error("acquire: expected an options table", 2) end
+    if self.closed then return nil, "pool is closed" end
+    self.counters.acquired = self.counters.acquired + 1
+    self.demand[#self.demand + 1] = now_ms()
+    local slot = self:_take_idle()
+    if slot then
+        self.counters.hits = self.counters.hits + 1
+    elseif self.n_busy < self.settings.max and #self.waiters == 0 then
+        local err
+        slot, err = self:_new_slot(false)
+        if not slot then return nil, err end
+        self.counters.misses = self.counters.misses + 1
+    else
+        return self:_exhausted(opts)
+    end
+    return self:_lease(slot, opts.env)
+end
+
+function Pool:_exhausted(opts)
+    local s = self.settings
+    local what = format("pool exhausted: all %d sandboxes are leased", s.max)
+    if s.exhaustion == "fail_fast" then
+        self.counters.failures = self.counters.failures + 1
+        return nil, what .. " (exhaustion = \"fail_fast\")"
+    elseif s.exhaustion == "temporary" then
+        local slot, err = self:_new_slot(true)
+        if not slot then return nil, err end
+        self.counters.temporary = self.counters.temporary + 1
+        return self:_lease(slot, opts.env)
+    end
+    local co, is_main = co_running()
+    if not co or is_main then
+        self.counters.failures = self.counters.failures + 1
+        return nil, what .. ", and this caller cannot wait: call acquire from a coroutine, or set "
+            .. "exhaustion = \"fail_fast\" or \"temporary\""
+    end
+    self.counters.waits = self.counters.waits + 1
+    self.waiters[#self.waiters + 1] = { co = co, env = opts.env,
+        deadline = now_ms() + s.acquisition_timeout * 1000 }
+    -- resumed by _handoff (a lease) or _expire_waiters / close (nil, err), in arrival order
+    return co_yield(_M.WAITING)
+end
+
+-- A value the waiting coroutine yields, so a scheduler can tell a pool wait from other yields.
+_M.WAITING = setmetatable({}, { __tostring = function() return "llmbox.pool: waiting" end })
+
+local function wake(w, ...)
+    local ok, err = co_resume(w.co, ...)
+    if not ok then io.stderr:write("llmbox: pool waiter failed: ", tostring(err), "\n") end
+end
+
+function Pool:_expire_waiters()
+    local t = now_ms()
+    local i = 1
+    while i <= #self.waiters do
+        local w = self.waiters[i]
+        if t >= w.deadline then
+            remove(self.waiters, i)
+            self.counters.failures = self.counters.failures + 1
+            wake(w, nil, format("pool exhausted: no sandbox came free within acquisition_timeout (%gs)",
+                self.settings.acquisition_timeout))
+        else
+            i = i + 1
+        end
+    end
+end
+
+-- Gives ready slots to waiting callers, first come first served.
+function Pool:_handoff()
+    self:_expire_waiters()
+    while #self.waiters > 0 do
+        local slot = self:_take_idle()
+        if not slot then
+            if self.n_busy >= self.settings.max then return end
+            local err
+            slot, err = self:_new_slot(false)
+            if not slot then return end
+        end
+        local w = remove(self.waiters, 1)
+        wake(w, self:_lease(slot, w.env))
+    end
+end
+
+-- Session:close() of a lease lands here.
+function Pool:_release(s)
+    local slot = s._slot
+    s._slot = nil
+    if not self.busy[slot] then return end
+    self.busy[slot] = nil
+    self.n_busy = self.n_busy - 1
+    local st = self.settings
+    local reuse = not slot.temporary and not self.closed and slot.uses < st.max_uses
+        and now_ms() - slot.created < st.max_lifetime * 1000 and self:_healthy(slot)
+    if reuse then
+        if slot.warm then slot.warm.pending:abandon() end
+        slot.warm = nil
+        local ok, err = slot.handle:reset()
+        if ok then ok, err = self:_ready(slot) end
+        if ok then
+            self.idle[#self.idle + 1] = slot
+        else
+            io.stderr:write("llmbox: pool: a sandbox could not be reset, destroyed it: ", tostring(err), "\n")
+            self:_destroy(slot, "unhealthy")
+        end
+    else
+        self:_destroy(slot, slot.temporary and "temporary" or "recycled")
+    end
+    if not self.closed then
+        self:_handoff()
+        local ok, err = self:_fill()
+        if not ok then io.stderr:write("llmbox: pool: refill failed: ", tostring(err), "\n") end
+    end
+end
+
+--- p:maintain() -> true: health checks, idle and lifetime expiry, waiter timeouts, refill.
+function Pool:maintain()
+    if self.closed then return true end
+    local st, t = self.settings, now_ms()
+    local target = self:target()
+    local keep = {}
+    for _, slot in ipairs(self.idle) do
+        local why
+        if t - slot.created >= st.max_lifetime * 1000 then
+            why = "recycled"
+        elseif #keep >= target and t - slot.idle_since >= st.idle_timeout * 1000 then
+            why = "recycled"
+        elseif t - slot.checked >= st.health_check_interval * 1000 then
+            slot.checked = t
+            if not self:_healthy(slot) then why = "unhealthy" end
+        end
+        if why then self:_destroy(slot, why) else keep[#keep + 1] = slot end
+    end
+    self.idle = keep
+    self:_handoff()
+    local ok, err = self:_fill()
+    if not ok then return nil, err end
+    return true
+end
+
+--- p:stats() -> { total, idle, busy, starting, unhealthy, created, recycled, waits, failures, ... }
+function Pool:stats()
+    local starting = 0
+    for _, slot in ipairs(self.idle) do
+        if slot.warm and slot.warm.pending:wait(0) == "starting" then starting = starting + 1 end
+    end
+    local c = self.counters
+    return {
+        total = #self.idle + self.n_busy, idle = #self.idle - starting, busy = self.n_busy,
+        starting = starting, waiting = #self.waiters,
+        unhealthy = c.unhealthy, created = c.created, recycled = c.recycled, waits = c.waits,
+        failures = c.failures, temporary = c.temporary, acquired = c.acquired, hits = c.hits,
+        misses = c.misses, closed = self.closed,
+    }
+end
+
+--- p:close(): destroys the ready sandboxes now and leased ones when they come back.
+function Pool:close()
+    if self.closed then return true end
+    self.closed = true
+    for _, slot in ipairs(self.idle) do self:_destroy(slot) end
+    self.idle = {}
+    local waiters = self.waiters
+    self.waiters = {}
+    for _, w in ipairs(waiters) do wake(w, nil, "pool is closed") end
+    return true
+end
+
+_M.Pool = Pool
+return _M

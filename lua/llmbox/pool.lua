@@ -241,7 +241,7 @@ end
 
 function Pool:_lease(slot, env)
     self.busy[slot] = true
-    self.n_busy = self.n_busy + 1
+    if not slot.temporary then self.n_busy = self.n_busy + 1 end
     local s = session.wrap(self.driver, self.policy, self.recipe, slot.handle, env or self.env)
     s._warm, slot.warm = slot.warm, nil
     if s._warm then s._warm.wait_ms = 10000 end -- still starting: waiting beats a cold start
@@ -351,7 +351,7 @@ function Pool:_release(s)
     s._slot = nil
     if not self.busy[slot] then return end
     self.busy[slot] = nil
-    self.n_busy = self.n_busy - 1
+    if not slot.temporary then self.n_busy = self.n_busy - 1 end
     local st = self.settings
     local reuse = not slot.temporary and not self.closed and slot.uses < st.max_uses
         and now_ms() - slot.created < st.max_lifetime * 1000 and self:_healthy(slot)

@@ -1,0 +1,471 @@
+-- Pools against real native sandboxes: warm leases behave like fresh cold sessions, leases are
+-- isolated from each other, exhaustion modes, fairness, maintenance and pool policies.
+local llmbox = require "llmbox"
+local pool_mod = require "llmbox.pool"
+local helpers = require "spec.helpers"
+local ffi = require "ffi"
+pcall(ffi.cdef, "int getpid(void);")
+
+local function sleep(s) os.execute("sleep " .. s) end
+
+local function wait_ready(p)
+    local deadline = helpers.now() + 10
+    while p:stats().starting > 0 and helpers.now() < deadline do sleep(0.02) end
+end
+
+-- Runs code in a lease and closes it; returns the result.
+local NOCHECKS = "spec/fixtures/policies/default-nochecks.lua"
+
+local function lease_run(p, code, opts)
+    local s = assert(llmbox.session({ pool = p }))
+    local r = assert(s:run(code, opts))
+    s:close()
+    return r
+end
+
+-- pids of this process's descendants whose command line contains `needle`
+local function descendants_matching(needle)
+    local parent = {}
+    local p = io.popen("ps -e -o pid=,ppid=")
+    for line in p:lines() do
+        local pid, ppid = line:match("(%d+)%s+(%d+)")
+        parent[tonumber(pid)] = tonumber(ppid)
+    end
+    p:close()
+    local me, out = ffi.C.getpid(), {}
+    for pid in pairs(parent) do
+        local x, n = pid, 0
+        while x and x > 1 and x ~= me and n < 64 do x, n = parent[x], n + 1 end
+        if x == me then
+            local cmd = helpers.read("/proc/" .. pid .. "/cmdline") or ""
+            if cmd:find(needle, 1, true) then out[#out + 1] = pid end
+        end
+    end
+    return out
+end
+
+describe("pool warm leases #unpriv", function()
+    local p, cold
+    setup(function()
+        p = assert(llmbox.pool({ lang = "python", min = 1, max = 3 }))
+        cold = assert(llmbox.session({ lang = "python" }))
+    end)
+    teardown(function()
+        if p then p:close() end
+        if cold then cold:close() end
+    end)
+
+    -- The same program, cold and warm: what the user sees must be the same.
+    local programs = {
+        { "print", "print('hello')" },
+        { "argv and main", "import sys, os\nprint(sys.argv, __name__, __file__, sys.path[0], os.getcwd())",
+            { args = { "a", "b c" } } },
+        { "stdin", "import sys\nprint(sys.stdin.read().upper())", { stdin = "abc" } },
+        { "exit status", "import sys\nprint('x')\nsys.exit(7)" },
+        { "exit message", "import sys\nsys.exit('bye')" },
+        { "traceback", "def f():\n    raise ValueError('boom')\nf()\n" },
+        { "syntax error", "print(\n" },
+        { "unclosed file is flushed", "f = open('/sandbox/unclosed.txt', 'w')\nf.write('kept')\n" ..
+            "import atexit\natexit.register(lambda: print('atexit ran'))" },
+        { "non-daemon thread joined", "import threading, time\n" ..
+            "threading.Thread(target=lambda: (time.sleep(0.2), print('thread done'))).start()\nprint('main done')" },
+        { "environment", "import os\nprint(sorted(k for k in os.environ))" },
+        { "modules", "import sys\nprint('json' in sys.modules, 'runpy' in sys.modules)" },
+    }
+    for _, case in ipairs(programs) do
+        it("matches a cold run: " .. case[1], function()
+            wait_ready(p)
+            local w = lease_run(p, case[2], case[3])
+            local c = assert(cold:run(case[2], case[3]))
+            assert.is_true(w.warm, "the lease's first run should use the warm interpreter")
+            assert.is_nil(c.warm)
+            assert.equal(c.exit_code, w.exit_code)
+            assert.equal(c.stdout, w.stdout)
+            assert.equal(c.stderr, w.stderr)
+        end)
+    end
+
+    it("reads a file the unclosed-file program left, in the same lease", function()
+        local s = assert(llmbox.session({ pool = p }))
+        assert(s:run("f = open('/sandbox/u.txt', 'w')\nf.write('kept')"))
+        local r = assert(s:exec({ "cat", "/sandbox/u.txt" }))
+        s:close()
+        assert.equal("kept", r.stdout)
+    end)
+
+    it("applies the run's timeout to a warm run", function()
+        wait_ready(p)
+        local r = lease_run(p, "import time\ntime.sleep(30)", { timeout = 0.5 })
+        assert.is_true(r.warm)
+        assert.is_true(r.timed_out)
+        assert.equal("timeout", r.limit)
+        assert.is_true(r.duration_ms < 5000)
+    end)
+
+    it("collects plots from a warm run", function()
+        wait_ready(p)
+        local r = lease_run(p, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()")
+        assert.is_true(r.warm)
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal(1, #r.plots)
+        assert.equal("png", r.plots[1].format)
+    end)
+
+    it("runs cold when the run asks for what the warm interpreter was not started with", function()
+        wait_ready(p)
+        local s = assert(llmbox.session({ pool = p, env = { EXTRA = "1" } }))
+        local r = assert(s:run("import os\nprint(os.environ['EXTRA'])"))
+        s:close()
+        assert.is_nil(r.warm)
+        assert.equal("1\n", r.stdout)
+        s = assert(llmbox.session({ pool = p }))
+        r = assert(s:run("print(2)", { memory = 64 * 1024 * 1024 }))
+        s:close()
+        assert.is_nil(r.warm)
+        assert.equal("2\n", r.stdout)
+    end)
+
+    it("later runs of a lease are ordinary runs in the same sandbox", function()
+        local s = assert(llmbox.session({ pool = p }))
+        local a = assert(s:run("open('/sandbox/k', 'w').write('v')"))
+        local b = assert(s:run("print(open('/sandbox/k').read())"))
+        s:close()
+        assert.is_true(a.warm)
+        assert.is_nil(b.warm)
+        assert.equal("v\n", b.stdout)
+        assert.same({ nil, "session is closed" }, { s:run("print(1)") })
+    end)
+end)
+
+-- Python that prints what a lease can see of the one before it.
+local SNOOP = [[
+import os, re
+def ns(n): return os.readlink('/proc/self/ns/' + n)
+print('NS', ' '.join(ns(n) for n in ('user', 'mnt', 'pid', 'net', 'ipc', 'uts')))
+def ls(d):
+    try: return sorted(os.listdir(d))
+    except OSError as e: return ['error: %s' % e]
+print('SANDBOX', ls('/sandbox'))
+print('TMP', [x for x in ls('/tmp') if x != 'llmbox'], ls('/tmp/llmbox'))
+print('SHM', ls('/dev/shm'))
+print('PROCS', sorted(p for p in os.listdir('/proc') if p.isdigit()))
+def count(needles):
+    c = [0] * len(needles)
+    for line in open('/proc/self/maps'):
+        m = re.match(r'([0-9a-f]+)-([0-9a-f]+) (\S+)', line)
+        if 'r' not in m.group(3) or '[v' in line:
+            continue
+        try:
+            with open('/proc/self/mem', 'rb') as f:
+                f.seek(int(m.group(1), 16))
+                data = f.read(int(m.group(2), 16) - int(m.group(1), 16))
+        except (OSError, OverflowError, ValueError):
+            continue
+        for i, n in enumerate(needles):
+            c[i] += data.count(n)
+    return c
+a = ('1-terces-' + 'esael')[::-1].encode()
+b = ('2-terces-' + 'esael')[::-1].encode()
+print('MEM', count([a, b]))
+]]
+
+local LEAVE = [[
+import os, subprocess
+secret = 'lease-secret-1' * 1000
+open('/sandbox/secret.txt', 'w').write(secret)
+open('/sandbox/.hidden', 'w').write(secret)
+os.makedirs('/sandbox/locked/deep')
+os.chmod('/sandbox/locked', 0)
+open('/tmp/secret.txt', 'w').write(secret)
+open('/dev/shm/secret', 'w').write(secret)
+subprocess.Popen(['sleep', '60'])
+print('NS', ' '.join(os.readlink('/proc/self/ns/' + n) for n in ('user', 'mnt', 'pid', 'net', 'ipc', 'uts')))
+]]
+
+local function parse(out)
+    local t = {}
+    for line in out:gmatch("[^\n]+") do
+        local k, v = line:match("^(%u+) (.*)$")
+        if k then t[k] = v end
+    end
+    return t
+end
+
+describe("pool isolation between leases #unpriv", function()
+    it("two consecutive single-use leases share no files, processes, namespaces or memory", function()
+        -- min = 2: both jails exist at once, so their namespace ids cannot be recycled ones
+        local p = assert(llmbox.pool({ lang = "python", min = 2, max = 2, policy = NOCHECKS }))
+        local first = lease_run(p, LEAVE)
+        assert.equal(0, first.exit_code, first.stderr)
+        local r = lease_run(p, SNOOP)
+        p:close()
+        assert.equal(0, r.exit_code, r.stderr)
+        local a, b = parse(first.stdout), parse(r.stdout)
+        local ns_a, ns_b = {}, {}
+        for x in a.NS:gmatch("%S+") do ns_a[#ns_a + 1] = x end
+        for x in b.NS:gmatch("%S+") do ns_b[#ns_b + 1] = x end
+        -- user, net and uts belong to the jail (pid, mnt and ipc are per run, and a freed
+        -- namespace's id may be given again, so only the jail's are compared)
+        for _, i in ipairs({ 1, 4, 6 }) do assert.are_not.equal(ns_a[i], ns_b[i]) end
+        assert.equal("[]", b.SANDBOX)
+        assert.equal("[] ['hooks', 'main.py']", b.TMP)
+        assert.equal("[]", b.SHM)
+        -- pid 1 (llmbox-init), the program, nothing of the first lease's sleep
+        assert.equal("['1', '2']", b.PROCS)
+        local ma, mb = b.MEM:match("%[(%d+), (%d+)%]")
+        assert.equal(mb, ma, "the first lease's secret is in the second lease's memory")
+    end)
+
+    it("a reused sandbox (max_uses = 2) is emptied between leases", function()
+        local p = assert(llmbox.pool({ lang = "python", min = 1, max = 1, max_uses = 2, policy = NOCHECKS }))
+        local first = lease_run(p, LEAVE)
+        assert.equal(0, first.exit_code, first.stderr)
+        local created = p:stats().created
+        local s = assert(llmbox.session({ pool = p }))
+        assert.equal(created, p:stats().created, "the second lease should reuse the sandbox")
+        local r = assert(s:run(SNOOP))
+        s:close()
+        p:close()
+        local b = parse(r.stdout)
+        assert.equal("[]", b.SANDBOX)
+        assert.equal("[] ['hooks', 'main.py']", b.TMP)
+        assert.equal("[]", b.SHM)
+        assert.equal("['1', '2']", b.PROCS)
+        local ma, mb = b.MEM:match("%[(%d+), (%d+)%]")
+        assert.equal(mb, ma)
+    end)
+
+    it("a closed lease cannot reach the sandbox it had", function()
+        local p = assert(llmbox.pool({ lang = "python", min = 1, max = 1, max_uses = 5 }))
+        local s = assert(llmbox.session({ pool = p }))
+        s:close()
+        local next_lease = assert(llmbox.session({ pool = p }))
+        assert.same({ nil, "session is closed" }, { s:run("print(1)") })
+        local r, err = s:copy_to("/etc/hostname", "/sandbox/x")
+        assert.is_nil(r)
+        assert.matches("closed", err)
+        next_lease:close()
+        p:close()
+    end)
+end)
+
+describe("pool exhaustion and fairness #unpriv", function()
+    it("fail_fast refuses at once", function()
+        local p = assert(llmbox.pool({ lang = "shell", min = 0, max = 1, exhaustion = "fail_fast" }))
+        local a = assert(p:acquire())
+        local b, err = p:acquire()
+        assert.is_nil(b)
+        assert.matches("pool exhausted: all 1 sandboxes are leased", err, 1, true)
+        assert.equal(1, p:stats().failures)
+        a:close()
+        b = assert(p:acquire())
+        b:close()
+        p:close()
+    end)
+
+    it("temporary makes a sandbox outside the pool and destroys it after use", function()
+        local p = assert(llmbox.pool({ lang = "shell", min = 0, max = 1, exhaustion = "temporary" }))
+        local a = assert(p:acquire())
+        local b = assert(p:acquire())
+        local st = p:stats()
+        assert.equal(1, st.total, "a temporary sandbox is not part of the pool")
+        assert.equal(1, st.temporary)
+        local r = assert(b:exec("echo temp"))
+        assert.equal("temp\n", r.stdout)
+        b:close()
+        a:close()
+        assert.is_true(p:stats().total <= 1)
+        p:close()
+    end)
+
+    it("wait outside a coroutine says how to wait instead of hanging", function()
+        local p = assert(llmbox.pool({ lang = "shell", min = 0, max = 1 }))
+        local a = assert(p:acquire())
+        local b, err = p:acquire()
+        assert.is_nil(b)
+        assert.matches("cannot wait: call acquire from a coroutine", err, 1, true)
+        a:close()
+        p:close()
+    end)
+
+    it("wait hands sandboxes to coroutines in arrival order", function()
+        local p = assert(llmbox.pool({ lang = "shell", min = 0, max = 1 }))
+        local order, cos = {}, {}
+        local holder = assert(p:acquire())
+        for i = 1, 4 do
+            cos[i] = coroutine.create(function()
+                local s, err = p:acquire()
+                assert(s, err)
+                local r = assert(s:exec("echo " .. i))
+                order[#order + 1] = r.stdout:gsub("\n", "")
+                coroutine.yield("working") -- hold the lease until resumed again
+                s:close()
+            end)
+        end
+        for i = 1, 4 do
+            local ok, v = coroutine.resume(cos[i])
+            assert.is_true(ok, v)
+            assert.equal(pool_mod.WAITING, v)
+        end
+        assert.equal(4, p:stats().waiting)
+        holder:close() -- hands the sandbox to the first waiter, which runs until its yield
+        for i = 1, 4 do
+            assert.same({ unpack({ "1", "2", "3", "4" }, 1, i) }, order)
+            coroutine.resume(cos[i]) -- releases: the next waiter gets it
+        end
+        assert.equal(4, p:stats().waits)
+        assert.equal(0, p:stats().total) -- single use and min = 0: each went when returned
+        assert.equal(5, p:stats().created)
+        p:close()
+    end)
+
+    it("a waiter gets an error after acquisition_timeout", function()
+        local p = assert(llmbox.pool({ lang = "shell", min = 0, max = 1, acquisition_timeout = 0.2 }))
+        local a = assert(p:acquire())
+        local got
+        local co = coroutine.create(function() got = { p:acquire() } end)
+        coroutine.resume(co)
+        sleep(0.3)
+        p:maintain()
+        assert.is_nil(got[1])
+        assert.matches("no sandbox came free within acquisition_timeout", got[2], 1, true)
+        a:close()
+        p:close()
+    end)
+
+    it("closing the pool wakes its waiters", function()
+        local p = assert(llmbox.pool({ lang = "shell", min = 0, max = 1 }))
+        local a = assert(p:acquire())
+        local got
+        local co = coroutine.create(function() got = { p:acquire() } end)
+        coroutine.resume(co)
+        p:close()
+        assert.same({ nil, "pool is closed" }, got)
+        a:close()
+        assert.equal(0, p:stats().total)
+    end)
+end)
+
+describe("pool maintenance #unpriv", function()
+    it("prewarms min sandboxes and keeps that many ready", function()
+        local p = assert(llmbox.pool({ lang = "python", min = 3, max = 5 }))
+        wait_ready(p)
+        local st = p:stats()
+        assert.equal(3, st.idle)
+        assert.equal(3, st.created)
+        lease_run(p, "print(1)")
+        wait_ready(p)
+        st = p:stats()
+        assert.equal(3, st.idle)
+        assert.equal(4, st.created)
+        assert.equal(1, st.recycled)
+        assert.equal(1, st.hits)
+        p:close()
+    end)
+
+    it("replaces a ready sandbox whose interpreter died", function()
+        local p = assert(llmbox.pool({ lang = "python", min = 2, max = 3, health_check_interval = 0.05 }))
+        wait_ready(p)
+        local victims = descendants_matching("llmbox_warm.py")
+        assert.equal(2, #victims)
+        os.execute("kill -9 " .. victims[1])
+        sleep(0.2)
+        assert(p:maintain())
+        wait_ready(p)
+        local st = p:stats()
+        assert.equal(1, st.unhealthy)
+        assert.equal(2, st.idle)
+        assert.equal(0, lease_run(p, "print(1)").exit_code)
+        p:close()
+    end)
+
+    it("recycles sandboxes past max_lifetime", function()
+        local p = assert(llmbox.pool({ lang = "shell", min = 1, max = 2, max_lifetime = 0.1 }))
+        sleep(0.2)
+        assert(p:maintain())
+        local st = p:stats()
+        assert.equal(1, st.recycled)
+        assert.equal(2, st.created)
+        assert.equal(1, st.idle)
+        p:close()
+    end)
+
+    it("drops sandboxes idle longer than idle_timeout above the target", function()
+        local p = assert(llmbox.pool({ lang = "shell", min = 1, max = 3, max_uses = 5, idle_timeout = 0.1 }))
+        local a, b = assert(p:acquire()), assert(p:acquire())
+        a:close()
+        b:close()
+        assert.equal(2, p:stats().idle) -- reusable: both came back
+        sleep(0.2)
+        assert(p:maintain())
+        local st = p:stats()
+        assert.equal(1, st.idle, "one above the target (min = 1) should have gone")
+        assert.equal(1, st.recycled)
+        p:close()
+    end)
+
+    it("leaves nothing behind when closed", function()
+        local p = assert(llmbox.pool({ lang = "python", min = 3, max = 3 }))
+        wait_ready(p)
+        assert.equal(3, #descendants_matching("llmbox_warm.py"))
+        p:close()
+        sleep(0.1)
+        assert.equal(0, #descendants_matching("llmbox_warm.py"))
+    end)
+end)
+
+describe("pool policies #unpriv", function()
+    it("loads the shipped pool policies", function()
+        local d = assert(pool_mod.load_policy("default"))
+        assert.equal(2, d.min)
+        assert.equal(10, d.max)
+        assert.equal(300, d.idle_timeout)
+        assert.equal("wait", d.exhaustion)
+        local demand = assert(pool_mod.load_policy("demand"))
+        assert.equal("function", type(demand.hooks.target))
+        assert.equal("temporary", demand.exhaustion)
+    end)
+
+    it("reports a bad pool policy clearly", function()
+        local _, err = pool_mod.load_policy("default", { min = 5, max = 2 })
+        assert.matches("min (5) is above max (2)", err, 1, true)
+        _, err = pool_mod.load_policy("default", { exhaustion = "block" })
+        assert.matches("exhaustion", err, 1, true)
+        assert.matches("wait", err, 1, true)
+        local path = helpers.write(os.tmpname() .. ".lua", "return { min = 1, maxx = 3 }")
+        _, err = pool_mod.load_policy(path)
+        assert.matches("maxx", err, 1, true)
+        os.remove(path)
+        _, err = pool_mod.load_policy("no-such-pool")
+        assert.matches('pool policy "no-such-pool" not found', err, 1, true)
+        assert.has_error(function() llmbox.pool({ lang = "python", minn = 1 }) end,
+            'pool: unknown option "minn" (see llmbox.pool in the README)')
+        local p
+        p, err = llmbox.pool({ lang = "python", libraries = { "x" } })
+        assert.is_nil(p)
+        assert.matches("does not allow installs", err, 1, true)
+    end)
+
+    it("a policy file cannot reach io or os.execute", function()
+        local path = helpers.write(os.tmpname() .. ".lua", "os.execute('true') return { min = 1 }")
+        local _, err = pool_mod.load_policy(path)
+        assert.matches("raised an error", err, 1, true)
+        os.remove(path)
+    end)
+
+    it("a target hook decides how many to keep ready", function()
+        local path = helpers.write(os.tmpname() .. ".lua",
+            "return { min = 1, max = 4, hooks = { target = function(ctx) return ctx.min + 2 end } }")
+        local p = assert(llmbox.pool({ lang = "shell", pool_policy = path }))
+        assert.equal(3, p:stats().total)
+        p:close()
+        os.remove(path)
+        -- a failing hook falls back to min
+        path = helpers.write(os.tmpname() .. ".lua",
+            "return { min = 1, max = 4, hooks = { target = function(ctx) error('nope') end } }")
+        p = assert(llmbox.pool({ lang = "shell", pool_policy = path }))
+        assert.equal(1, p:stats().total)
+        p:close()
+        os.remove(path)
+    end)
+end)

@@ -196,6 +196,9 @@ int lb_run_begin(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, l
 int lb_run_wait_ready(lb_pending *p, int timeout_ms);
 int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *err);
 void lb_run_abandon(lb_pending *p);
+/* Collects the processes and cgroups of finished prestarted runs, which lb_run_finish leaves to
+ * go away on their own; block waits for all of them. lb_run_begin calls it without blocking. */
+void lb_reap(bool block);
 void lb_result_free(lb_result *res);
 
 /* ---- file transfer (transfer.c) ----

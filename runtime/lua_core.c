@@ -14,6 +14,7 @@
  *   pending:wait([ms])                 -> "ready" | "starting" | "dead"
  *   pending:finish{ request, stdin, timeout, output, on_stdout, on_stderr } -> result | nil, err
  *   pending:abandon()                  (also on garbage collection)
+ *   core.reap([block])                 (pools: collect what finished prestarted runs left)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
  *   core.ioctl_number(name)            -> number | nil
@@ -556,6 +557,13 @@ static int l_closed(lua_State *L)
 	return 1;
 }
 
+/* core.reap([block]): collect what finished prestarted runs left (see lb_reap) */
+static int l_reap(lua_State *L)
+{
+	lb_reap(lua_toboolean(L, 1));
+	return 0;
+}
+
 static int l_backends(lua_State *L)
 {
 	lua_newtable(L);
@@ -693,6 +701,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"ioctl_number", l_ioctl_number},
 					 {"listdir", l_listdir},
 					 {"cgroup", l_cgroup},
+					 {"reap", l_reap},
 					 {NULL, NULL}};
 	if (luaL_newmetatable(L, SESSION_MT)) {
 		lua_newtable(L);

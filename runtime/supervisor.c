@@ -322,6 +322,7 @@ static int buf_append(struct buf *b, const char *p, size_t n)
 /* A started run: its children, the host's ends of their pipes, its cgroup. Owned by the caller
  * of lb_run_begin until lb_run_finish or lb_run_abandon frees it. */
 struct lb_pending {
+	bool prestarted;
 	pid_t c1;
 	int out, err, status, report, in, ctl; /* host ends, -1 when closed */
 	bool ready;
@@ -336,6 +337,53 @@ static void close_fd(int *fd)
 		close(*fd);
 		*fd = -1;
 	}
+}
+
+/* Prestarted runs whose result is in but whose processes are still going away: tearing down a
+ * run's pid and mount namespaces takes a millisecond or two, which a pool's caller need not wait
+ * for. lb_run_begin and lb_reap collect them. If the process exits first, init reaps the zombies
+ * and the next run's sweep removes the cgroup directories. */
+#define MAX_GRAVES 256
+static struct grave {
+	pid_t c1;
+	lb_cgroup cg;
+} graves[MAX_GRAVES];
+static size_t n_graves;
+static pthread_mutex_t graves_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void lb_reap(bool block)
+{
+	pthread_mutex_lock(&graves_lock);
+	size_t keep = 0;
+	for (size_t i = 0; i < n_graves; i++) {
+		pid_t r;
+		while ((r = waitpid(graves[i].c1, NULL, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+			;
+		if (r == 0)
+			graves[keep++] = graves[i];
+		else
+			lb_cgroup_destroy(&graves[i].cg);
+	}
+	n_graves = keep;
+	pthread_mutex_unlock(&graves_lock);
+}
+
+static bool bury(lb_pending *p)
+{
+	pthread_mutex_lock(&graves_lock);
+	bool room = n_graves < MAX_GRAVES;
+	if (room) {
+		for (int i = 0; i < 2; i++)
+			if (p->cg.procs_fd[i] >= 0) {
+				close(p->cg.procs_fd[i]);
+				p->cg.procs_fd[i] = -1;
+			}
+		graves[n_graves++] = (struct grave){.c1 = p->c1, .cg = p->cg};
+		p->c1 = -1;
+		p->cg.mem_dir[0] = p->cg.pids_dir[0] = '\0';
+	}
+	pthread_mutex_unlock(&graves_lock);
+	return room;
 }
 
 void lb_run_abandon(lb_pending *p)
@@ -367,7 +415,9 @@ int lb_run_begin(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, l
 	lb_pending *p = calloc(1, sizeof *p);
 	if (!p)
 		return lb_fail(err, ENOMEM, "out of memory");
+	lb_reap(false);
 	p->c1 = -1;
+	p->prestarted = spec->prestart;
 	p->out = p->err = p->status = p->report = p->in = p->ctl = -1;
 	p->cg.procs_fd[0] = p->cg.procs_fd[1] = -1;
 	p->limits = spec->limits;
@@ -470,6 +520,7 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 	double deadline = timeout > 0 ? p->start + timeout * 1e3 : 0;
 	size_t stdin_off = 0, total_out = 0;
 	bool killed = false, got_status = false, aborted = false;
+	double pids_checked = p->start;
 	struct status_msg final = {0};
 	int fdv[4] = {p->out, p->err, p->status, p->in};
 	p->out = p->err = p->status = p->in = -1; /* owned by fdv from here */
@@ -573,7 +624,9 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 			KILL_TREE();
 			res->limit = LB_LIMIT_TIMEOUT;
 		}
-		if (!killed && p->cg.version && lim->processes) {
+		/* pids.events at most every 100 ms, not on every chunk of output */
+		if (!killed && p->cg.version && lim->processes && now_ms() - pids_checked >= 100) {
+			pids_checked = now_ms();
 			bool oom, pids_max;
 			uint64_t peak;
 			lb_cgroup_read(&p->cg, &oom, &pids_max, &peak);
@@ -586,14 +639,15 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 #undef KILL_TREE
 	for (int i = 0; i < 4; i++)
 		close_fd(&fdv[i]);
-	while (waitpid(p->c1, NULL, 0) < 0 && errno == EINTR)
-		;
-
-	p->c1 = -1;
 	res->duration_ms = now_ms() - p->start;
-
 	lb_error rep;
 	bool setup_failed = lb_read_report(p->report, &rep);
+	/* A prestarted run that ended normally is collected later (see bury). */
+	if (!(p->prestarted && got_status && !killed && !setup_failed && bury(p))) {
+		while (waitpid(p->c1, NULL, 0) < 0 && errno == EINTR)
+			;
+		p->c1 = -1;
+	}
 	if (aborted)
 		goto out;
 	if (setup_failed && rep.msg[0] == EXEC_MARK) {

@@ -14,6 +14,17 @@
 -- slot holds an interpreter that already started inside it and waits for its code (see
 -- session.lua and recipes/python/llmbox_warm.py); the lease's first run uses it.
 --
+-- Why prestarted jails and not a fork server (zygote): a zygote forks one pre-initialised
+-- interpreter for every run, so every sandbox would inherit the same memory image: the same
+-- address layout, stack canary and string-hash seed, and whatever the zygote's imports left in
+-- memory, shared by all users, plus a privileged process outside any jail that must be able to
+-- create namespaces. A prestarted program is an ordinary run that began early: exec'd fresh in its
+-- own never-used jail (own user, mount, pid, ipc, uts and network namespaces, workspace, seccomp
+-- filter, rlimits and cgroup), then left waiting on fd 3 for its code. Nothing is shared between
+-- leases, and it works for any recipe with a warm program. The price: an idle sandbox holds a
+-- whole interpreter's memory, and refilling costs one interpreter start, which bounds the rate of
+-- fresh sandboxes (the benchmark in bench/ measures both).
+--
 -- Settings come from a pool policy (policies/pools/NAME.lua, validated like security
 -- policies) overridden by the options given here. No event loop is assumed: the pool refills
 -- when a lease comes back and in maintain(), which a long-lived process calls on a timer (it also

@@ -21,6 +21,13 @@ describe("examples #unpriv", function()
         assert.equal("run 1\nrun 2\nrun 3\nis_safe(subprocess): false (1 violation)\ndone with policy strict\n", out)
     end)
 
+    it("pool-workers.lua: callers served in arrival order from a pool of two", function()
+        local st, out, err = helpers.cli({ "script", "examples/pool-workers.lua", "4" })
+        assert.equal(0, st, err)
+        assert.equal("caller 1: 45 (warm)\ncaller 2: 190 (warm)\ncaller 3: 435 (warm)\n"
+            .. "caller 4: 780 (warm)\n4 callers, 2 waited, 6 sandboxes created\n", out)
+    end)
+
     it("policies/classroom.lua: a custom policy extending strict", function()
         local st, out, err = helpers.cli({ "run", "-p", "examples/policies/classroom.lua", "-c",
             "import os, subprocess\nprint(os.environ['COURSE'])" })

@@ -39,6 +39,24 @@ describe("libraries", function()
         assert.matches("ModuleNotFoundError", r.stderr)
     end)
 
+    it("pools pre-install libraries into each ready sandbox, before the warm start #unpriv", function()
+        local p = assert(llmbox.pool({ lang = "python", policy = pol, min = 1, max = 2,
+            libraries = { "llmboxdemo==1.0" } }))
+        for _ = 1, 2 do
+            local s = assert(llmbox.session({ pool = p }))
+            local r = assert(s:run("import llmboxdemo; print(llmboxdemo.answer())"))
+            s:close()
+            assert.equal(0, r.exit_code, r.stderr)
+            assert.equal("42\n", r.stdout)
+            assert.is_true(r.warm)
+        end
+        p:close()
+        local bad
+        p, bad = llmbox.pool({ lang = "python", policy = pol, min = 1, libraries = { "no-such-package" } })
+        assert.is_nil(p)
+        assert.matches("installing libraries failed", bad, 1, true)
+    end)
+
     it("reports a failed install as the install's result, not a sandbox error #unpriv", function()
         local s = assert(llmbox.session({ lang = "python", policy = pol }))
         local r = assert(s:run("print(1)", { libraries = { "no-such-package" } }))

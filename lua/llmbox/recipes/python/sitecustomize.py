@@ -1,8 +1,7 @@
 """llmbox's Python startup hook: makes Plotly's fig.show() write the figure as HTML to
 $LLMBOX_PLOTS_DIR. It only watches for `plotly.io` being imported (no import of its own), so a
 program that does not use Plotly pays nothing. Matplotlib is handled by llmbox_mpl_backend."""
-import importlib.abc
-import importlib.machinery
+import importlib.machinery  # already loaded by site; importlib.abc would cost ~10 ms
 import os
 import sys
 import time
@@ -26,7 +25,7 @@ def _register_renderer(pio):
     pio.renderers.default = "llmbox"
 
 
-class _PlotlyWatcher(importlib.abc.MetaPathFinder):
+class _PlotlyWatcher:  # a meta path finder needs only find_spec
     def find_spec(self, name, path=None, target=None):
         if name != "plotly.io":
             return None

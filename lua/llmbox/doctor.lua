@@ -43,9 +43,17 @@ function _M.report()
         { "workspace", "enforced by the size of the /sandbox tmpfs (ENOSPC)" },
     }
     local native_ok = p.userns and p.seccomp and p.mount_setattr and p.openat2
+    -- what pools can do here: which languages start warm (their recipe has a warm program)
+    local warm = {}
+    for _, r in ipairs(require("llmbox.recipes").all().list) do
+        if r.warm then warm[#warm + 1] = r.name end
+    end
+    local caps = core.backends().native or {}
     local backends = {
-        { name = "native", ok = native_ok, detail = native_ok and "usable"
-            or "not usable on this host: see the failed checks above" },
+        { name = "native", ok = native_ok, detail = (native_ok and "usable" or
+            "not usable on this host: see the failed checks above")
+            .. (caps.pool and ("; pools: yes, warm start for " .. (#warm > 0 and table.concat(warm, ", ") or "none"))
+                or "; pools: no") },
     }
     for _, b in ipairs({ "bubblewrap", "docker", "podman", "kubernetes" }) do
         backends[#backends + 1] = { name = b, ok = false, detail = "not available in this version of llmbox" }

@@ -171,6 +171,7 @@ return 3
         assert.equal(0, st)
         assert.matches("user namespaces", out)
         assert.matches("native", out)
+        assert.matches("pools: yes, warm start for python", out, 1, true)
         local _, jout = cli({ "doctor", "--json" })
         assert.is_true(cjson.decode(jout).ok)
         st, out = cli({ "--help" })

@@ -211,6 +211,11 @@ static void run_init(const lb_run_spec *spec, const lb_filter *filter, struct ch
 	scrub_identity(rep);
 	if (lb_become_sandbox_user(&e) < 0)
 		lb_child_relay(rep, &e);
+	/* Changing ids clears the parent-death signal: arm it again, then check that C1 did not die
+	 * in between. Without this a run outlives a caller killed with SIGKILL. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (poll(&lp, 1, 0) != 0)
+		_exit(127);
 	/* Not dumpable: the program (same uid) cannot ptrace or read /proc/1 of its init. */
 	prctl(PR_SET_DUMPABLE, 0);
 	write_files(spec, rep);
@@ -268,6 +273,10 @@ static void enter_and_fork(lb_jail *j, const lb_run_spec *spec, const lb_filter 
 			lb_child_fail(rep, errno, "joining the run's cgroup");
 	if (lb_jail_enter_net(j, !spec->host_network, &e) < 0)
 		lb_child_relay(rep, &e);
+	/* Joining a user namespace may clear the parent-death signal (new credentials). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
 	if (unshare(CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNS) < 0)
 		lb_child_fail(rep, errno, "creating the run's namespaces");
 	int lifeline[2];

@@ -24,8 +24,9 @@ describe("reliability", function()
     it("a caller killed with SIGKILL mid-run leaves no process and no cgroup behind", function()
         local n = math.random(100, 999)
         local marker = "sleep 987." .. n
-        -- a pattern that matches the sleeps but not the command lines that search for them
-        local pattern = "[s]leep 987[.]" .. n
+        -- matches the whole command line of the sleeps only: not the caller's, the shell's in
+        -- the sandbox, or the searching commands' (pgrep -x -f)
+        local pattern = "sleep 987[.]" .. n
         local out = os.tmpname()
         os.execute(("%s exec -- sh -c %s > %s 2>&1 & echo $! > %s.pid"):format(q(helpers.bin),
             q(marker .. " & " .. marker), out, out))
@@ -33,26 +34,32 @@ describe("reliability", function()
         -- wait until the sandboxed sleeps run
         local seen = false
         for _ = 1, 50 do
-            if sh("pgrep -f " .. q(pattern) .. " | wc -l"):match("%d+") ~= "0" then seen = true break end
+            if sh("pgrep -x -f " .. q(pattern) .. " | wc -l"):match("%d+") == "2" then seen = true break end
             os.execute("sleep 0.1")
         end
         assert.is_true(seen, "the sandboxed processes never started")
         os.execute("kill -9 " .. pid)
         local gone = false
         for _ = 1, 50 do
-            if sh("pgrep -f " .. q(pattern) .. " | wc -l"):match("%d+") == "0" then gone = true break end
+            if sh("pgrep -x -f " .. q(pattern) .. " | wc -l"):match("%d+") == "0" then gone = true break end
             os.execute("sleep 0.1")
         end
         assert.is_true(gone, "sandboxed processes outlived their caller")
-        -- its per-run cgroup is swept by the next run
-        local s = assert(llmbox.session({ lang = "shell" }))
-        assert(s:run("true"))
-        s:close()
-        local left = 0
-        for _, base in ipairs({ "/sys/fs/cgroup/memory/llmbox", "/sys/fs/cgroup/pids/llmbox" }) do
-            for _, name in ipairs(require("llmbox.core").listdir(base) or {}) do
-                if name:match("^run%-" .. pid .. "%-") then left = left + 1 end
+        -- its per-run cgroups are swept by the next runs (once the kernel has let go of the
+        -- killed tree, which can take a moment after its processes vanish)
+        local left
+        for _ = 1, 20 do
+            local s = assert(llmbox.session({ lang = "shell" }))
+            assert(s:run("true"))
+            s:close()
+            left = 0
+            for _, base in ipairs({ "/sys/fs/cgroup/memory/llmbox", "/sys/fs/cgroup/pids/llmbox" }) do
+                for _, name in ipairs(require("llmbox.core").listdir(base) or {}) do
+                    if name:match("^run%-" .. pid .. "%-") then left = left + 1 end
+                end
             end
+            if left == 0 then break end
+            os.execute("sleep 0.1")
         end
         assert.equal(0, left)
         os.remove(out); os.remove(out .. ".pid")

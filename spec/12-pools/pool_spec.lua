@@ -404,6 +404,51 @@ describe("pool maintenance #unpriv", function()
         p:close()
     end)
 
+    it("ready sandboxes die with a caller killed by SIGKILL", function()
+        local script = helpers.write(os.tmpname() .. ".lua", [[
+local ffi = require "ffi"
+ffi.cdef("int getpid(void);")
+local p = assert(llmbox.pool({ lang = "python", min = 2, max = 2 }))
+while p:stats().starting > 0 do os.execute("sleep 0.05") end
+io.stdout:write(ffi.C.getpid(), "\n")
+io.stdout:flush()
+os.execute("sleep 60")
+]])
+        local f = io.popen(helpers.shell_quote(helpers.bin) .. " script " .. helpers.shell_quote(script))
+        local caller = tonumber(f:read("*l"))
+        assert.is_number(caller)
+        -- the caller's descendants: two prestarted interpreters and their supervisors
+        local kids = {}
+        local parent = {}
+        local ps = io.popen("ps -e -o pid=,ppid=")
+        for line in ps:lines() do
+            local pid, ppid = line:match("(%d+)%s+(%d+)")
+            parent[tonumber(pid)] = tonumber(ppid)
+        end
+        ps:close()
+        for pid in pairs(parent) do
+            local x, n = pid, 0
+            while x and x > 1 and x ~= caller and n < 64 do x, n = parent[x], n + 1 end
+            local cmd = helpers.read("/proc/" .. pid .. "/cmdline") or ""
+            if x == caller and pid ~= caller and cmd:find("llmbox_warm", 1, true) then kids[#kids + 1] = pid end
+        end
+        assert.equal(2, #kids)
+        os.execute("kill -9 " .. caller)
+        f:close()
+        local alive
+        for _ = 1, 50 do
+            alive = 0
+            for _, pid in ipairs(kids) do
+                local st = helpers.read("/proc/" .. pid .. "/stat")
+                if st and not st:match("^%d+ %b() Z") then alive = alive + 1 end
+            end
+            if alive == 0 then break end
+            sleep(0.1)
+        end
+        assert.equal(0, alive, "prestarted interpreters outlived their caller")
+        os.remove(script)
+    end)
+
     it("leaves nothing behind when closed", function()
         local p = assert(llmbox.pool({ lang = "python", min = 3, max = 3 }))
         wait_ready(p)

@@ -35,7 +35,7 @@ BIN    := build/bin/llmbox
 MODULE := build/lib/llmbox/core.so
 
 # Debian packages: what building needs, and what the specs need on top.
-DEPS_BUILD := gcc make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev lua-cjson python3
+DEPS_BUILD := gcc make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev lua-cjson lua-luv python3
 DEPS_TEST  := lua-busted clang-format luarocks $(DEPS_LANGS)
 # Toolchains the language recipes drive (the specs run each one for real).
 DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby python3-pip \
@@ -66,8 +66,15 @@ paths:
 deps:
 	@./.ci/deps.sh $(DEPS_BUILD)
 
+# The MCP specs drive `llmbox mcp` with the official MCP SDK and agent frameworks from npm
+# (versions pinned by each package-lock.json).
+NPM_DIRS := spec/support/mcp examples/agents
+
 deps-test:
 	@./.ci/deps.sh $(DEPS_BUILD) $(DEPS_TEST)
+	@for d in $(NPM_DIRS); do \
+		[ $$d/node_modules/.package-lock.json -nt $$d/package-lock.json ] || npm ci --prefix $$d --no-audit --no-fund --loglevel=error || exit 1; \
+	done
 
 demo: deps
 	@$(MAKE) --no-print-directory all >/dev/null
@@ -110,4 +117,15 @@ uninstall:
 
 clean:
 	rm -rf build
+
+# make bench: latency, throughput and memory of fresh Python sandboxes next to bare python3, bwrap
+# and docker; writes bench/results/ (see bench/README.md). BENCH_QUICK=1: fewer iterations.
+# BENCH_DOCKER=1 also installs docker.io + debootstrap for the docker row; BENCH_DOCKER=0 skips it.
+DEPS_BENCH := bubblewrap gnuplot-nox python3 $(if $(filter 1,$(BENCH_DOCKER)),docker.io debootstrap)
+.PHONY: bench
+bench:
+	@./.ci/deps.sh $(DEPS_BUILD) $(DEPS_BENCH)
+	@$(MAKE) --no-print-directory all >/dev/null
+	@./bench/run.sh
+
 include fuzz/fuzz.mk

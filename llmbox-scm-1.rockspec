@@ -10,7 +10,7 @@ description = {
    ]],
    license = "MIT",
 }
-dependencies = { "lua ~> 5.1", "lua-cjson" }
+dependencies = { "lua ~> 5.1", "lua-cjson", "luv" }
 build = {
    type = "make",
    build_variables = { CFLAGS = "$(CFLAGS)" },

@@ -1,5 +1,5 @@
 -- Results a run leaves behind: plots and output files, read from the host-side copy of a jail
--- directory; plus the checks on library names and base64 for JSON output.
+-- directory; plus the checks on library names and base64 for JSON output (and back, for uploads).
 local core = require "llmbox.core"
 
 local byte, sub, concat = string.byte, string.sub, table.concat
@@ -105,6 +105,32 @@ function _M.base64(data)
         n = n + 1
         out[n] = sub(B64, c1 + 1, c1 + 1) .. sub(B64, c2 + 1, c2 + 1)
             .. (b and sub(B64, c3 + 1, c3 + 1) or "=") .. (c and sub(B64, c4 + 1, c4 + 1) or "=")
+    end
+    return concat(out)
+end
+
+local B64_VALUE = {}
+for i = 1, 64 do B64_VALUE[byte(B64, i)] = i - 1 end
+
+-- base64 text -> bytes | nil, err. Whitespace (line breaks) is ignored; padding is optional.
+function _M.unbase64(text)
+    local s = text:gsub("[%s]", "")
+    local pad = s:match("(=*)$")
+    if #pad > 2 then return nil, "not valid base64 (too much = padding)" end
+    s = s:sub(1, #s - #pad)
+    if #s % 4 == 1 then return nil, "not valid base64 (wrong length)" end
+    local out, n = {}, 0
+    for i = 1, #s, 4 do
+        local a, b, c, d = byte(s, i, i + 3)
+        local va, vb = B64_VALUE[a], B64_VALUE[b]
+        local vc, vd = c and B64_VALUE[c] or 0, d and B64_VALUE[d] or 0
+        if not va or not vb or (c and not B64_VALUE[c]) or (d and not B64_VALUE[d]) then
+            return nil, "not valid base64 (a character outside A-Z a-z 0-9 + / near offset " .. i .. ")"
+        end
+        local v = ((va * 64 + vb) * 64 + vc) * 64 + vd
+        local x, y, z = floor(v / 65536), floor(v / 256) % 256, v % 256
+        n = n + 1
+        out[n] = d and string.char(x, y, z) or c and string.char(x, y) or string.char(x)
     end
     return concat(out)
 end

@@ -32,6 +32,10 @@ Commands:
   script FILE.lua [ARGS...]
                      run an operator's Lua script with `llmbox` loaded and `arg` set
   doctor [--json]    what this host supports and how to fix what is missing
+  mcp                serve the Model Context Protocol on stdio (configured by environment
+                     variables: BACKEND, SANDBOX_*, LLMBOX_POLICY; see the README)
+  tools [--format mcp|openai|anthropic]
+                     print the agent tools' schemas as JSON (default: mcp)
   help, --help       this text;  --version  the version
 
 Options:
@@ -370,6 +374,31 @@ function _M.script(args)
     return tonumber(ret) or 0
 end
 
+function _M.tools(args)
+    local fmt = "mcp"
+    local i = 1
+    while args[i] do
+        local a = args[i]
+        if a == "--format" or a == "-f" then
+            fmt = args[i + 1]
+            i = i + 2
+        elseif a:match("^%-%-format=") then
+            fmt = a:match("^%-%-format=(.*)$")
+            i = i + 1
+        else
+            return die("tools takes only --format mcp|openai|anthropic, got " .. a)
+        end
+    end
+    local tools = require "llmbox.mcp.tools"
+    local known = false
+    for _, f in ipairs(tools.formats) do known = known or f == fmt end
+    if not known then
+        return die(format("--format must be one of %s, got %s", concat(tools.formats, ", "), tostring(fmt)))
+    end
+    io.stdout:write(require("llmbox.mcp.json").encode(tools.list(fmt)), "\n")
+    return 0
+end
+
 function _M.main(argv)
     local args = {}
     for i = 1, #argv do args[i] = argv[i] end
@@ -383,8 +412,14 @@ function _M.main(argv)
         return 0
     end
     if cmd == "doctor" then return require("llmbox.doctor").main(args) end
+    -- the MCP server's child process (llmbox.mcp.worker); not for people, so not in the usage
+    if cmd == "worker" then return require("llmbox.mcp.worker").main(args) end
     local handler = ({ run = _M.run, exec = _M.exec, check = _M.check, langs = _M.langs,
-        policies = _M.policies, script = _M.script })[cmd]
+        policies = _M.policies, script = _M.script, tools = _M.tools,
+        mcp = function(a)
+            if a[1] then return die("mcp takes no arguments; it is configured by environment variables (see the README)") end
+            return require("llmbox.mcp.server").main()
+        end })[cmd]
     if not handler then return die(format("unknown command %q (see llmbox --help)", cmd)) end
     if args[1] == "--help" or args[1] == "-h" then
         io.stdout:write(USAGE)

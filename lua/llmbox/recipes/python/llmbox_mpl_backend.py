@@ -48,6 +48,9 @@ FigureManager = FigureManagerBase
 def show(*args, **kwargs):
     for manager in _pylab_helpers.Gcf.get_all_fig_managers():
         _capture(manager.canvas.figure)
+    # as with a window closed after a blocking show() (or Jupyter's inline backend): the shown
+    # figures are done, so a second show() does not return the same plots again
+    _pylab_helpers.Gcf.destroy_all()
 
 
 @atexit.register

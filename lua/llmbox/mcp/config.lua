@@ -1,0 +1,267 @@
+-- llmbox.mcp.config: the MCP server's configuration, read from the environment once at startup.
+--
+--   local config = require "llmbox.mcp.config"
+--   local cfg, err = config.from_env()          -- or config.from_env({ SANDBOX_MEMORY = "1g" })
+--   local p = assert(config.policy(cfg))        -- the derived policy table, as sessions take it
+--
+-- The variable names follow the conventions of the container-based code-execution MCP servers
+-- (BACKEND, SANDBOX_*), so an existing client configuration can point at llmbox. Each setting is
+-- either honoured or refused with a message saying why and what to do; nothing is silently
+-- ignored, and nothing is discovered mid-call: every invalid value is reported before serving.
+local schema = require "llmbox.schema"
+local policy_mod = require "llmbox.policy"
+local backends = require "llmbox.backends"
+
+local type, pairs, ipairs, tostring, tonumber = type, pairs, ipairs, tostring, tonumber
+local format, concat = string.format, table.concat
+
+local _M = { _VERSION = "0.1.0" }
+
+-- Every variable the server reads, for the README and for "unknown SANDBOX_ variable" hints.
+_M.VARIABLES = {
+    "BACKEND", "SANDBOX_NETWORK_MODE", "SANDBOX_READ_ONLY", "SANDBOX_MEMORY", "SANDBOX_MEM_LIMIT",
+    "SANDBOX_CPUS", "SANDBOX_CPU_COUNT", "SANDBOX_CAP_DROP", "SANDBOX_SECURITY_OPT",
+    "SANDBOX_PRIVILEGED", "LLMBOX_POLICY", "LLMBOX_MCP_POLICIES", "LLMBOX_MCP_SESSION_IDLE",
+    "LLMBOX_MCP_MAX_SESSIONS", "LLMBOX_MCP_MAX_RUNS",
+}
+
+local TRUE = { ["true"] = true, ["1"] = true, yes = true, on = true }
+local FALSE = { ["false"] = true, ["0"] = true, no = true, off = true }
+
+local function boolean(name, v)
+    local l = v:lower()
+    if TRUE[l] then return true end
+    if FALSE[l] then return false end
+    return nil, format("%s=%q is not a boolean: use true or false", name, v)
+end
+
+local function split(v)
+    local out = {}
+    for item in v:gmatch("[^,%s]+") do out[#out + 1] = item end
+    return out
+end
+
+-- Linux capability names as docker spells them (with or without CAP_), or ALL.
+local function valid_cap(c)
+    local u = c:upper():gsub("^CAP_", "")
+    return u == "ALL" or u:match("^[A-Z][A-Z_]*$") ~= nil
+end
+
+local function positive_number(name, v, integer)
+    local n = tonumber(v)
+    if not n or n ~= n or n <= 0 or n == math.huge or (integer and n ~= math.floor(n)) then
+        return nil, format("%s=%q: expected a positive %s", name, v, integer and "integer" or "number of seconds")
+    end
+    return n
+end
+
+-- Each check takes the value (a non-empty string) and the config being built; returns true or
+-- nil, err. `notes` collects what was honoured differently from a container, for the log.
+local checks = {}
+
+function checks.BACKEND(v, cfg)
+    local name = v:lower()
+    if name == "native" then
+        cfg.backend = "native"
+        return true
+    end
+    if name == "docker" or name == "podman" or name == "kubernetes" then
+        return nil, format("BACKEND=%s: the %s backend is not built yet in this version of llmbox; "
+            .. "unset BACKEND or set BACKEND=native (the built-in jail, no daemon needed)", v, name)
+    end
+    local _, err = backends.get(name)
+    return nil, format("BACKEND=%q: %s", v, tostring(err))
+end
+
+function checks.SANDBOX_NETWORK_MODE(v, cfg)
+    local m = v:lower()
+    if m == "none" or m == "disabled" then
+        cfg.network = "none"
+        return true
+    end
+    if m == "bridge" or m == "host" then
+        return nil, format("SANDBOX_NETWORK_MODE=%s is refused: the native jail only offers "
+            .. "\"none\" (loopback only); set SANDBOX_NETWORK_MODE=none or unset it", v)
+    end
+    return nil, format("SANDBOX_NETWORK_MODE=%q is not a network mode: use none", v)
+end
+
+function checks.SANDBOX_READ_ONLY(v, cfg)
+    local b, err = boolean("SANDBOX_READ_ONLY", v)
+    if b == nil then return nil, err end
+    -- The jail's root is always read-only; only /sandbox and /tmp (size-limited tmpfs) are
+    -- writable, as with a read-only container and its tmpfs volumes. `false` asks for less
+    -- than we give, which is harmless, but say so rather than pretend.
+    if not b then
+        cfg.notes[#cfg.notes + 1] = "SANDBOX_READ_ONLY=false: the jail's root stays read-only; "
+            .. "/sandbox and /tmp are writable"
+    end
+    return true
+end
+
+local function memory(name)
+    return function(v, cfg)
+        local n = schema.parse_size(v)
+        if not n or n <= 0 then
+            return nil, format("%s=%q is not a size: use bytes or a number with k, m or g (e.g. 512m, 1g)", name, v)
+        end
+        if cfg.memory and cfg.memory ~= n then
+            return nil, format("SANDBOX_MEMORY and SANDBOX_MEM_LIMIT disagree (%s vs %s): set one of them",
+                schema.format_size(cfg.memory), schema.format_size(n))
+        end
+        if n < 16 * 1024 * 1024 then
+            return nil, format("%s=%s is below 16m, where no interpreter starts: give at least 16m", name, v)
+        end
+        cfg.memory = n
+        return true
+    end
+end
+checks.SANDBOX_MEMORY = memory("SANDBOX_MEMORY")
+checks.SANDBOX_MEM_LIMIT = memory("SANDBOX_MEM_LIMIT")
+
+local function cpus(name)
+    return function(v)
+        if not tonumber(v) or tonumber(v) <= 0 then
+            return nil, format("%s=%q is not a CPU count", name, v)
+        end
+        -- The native jail bounds CPU *time* per run (the policy's limits.cpu), not a share of
+        -- the machine's CPUs; refusing is better than a limit that silently is not there.
+        return nil, format("%s=%s is refused: the native backend limits CPU time per run "
+            .. "(the policy's limits.cpu), not the number of CPUs; unset %s", name, v, name)
+    end
+end
+checks.SANDBOX_CPUS = cpus("SANDBOX_CPUS")
+checks.SANDBOX_CPU_COUNT = cpus("SANDBOX_CPU_COUNT")
+
+function checks.SANDBOX_CAP_DROP(v)
+    -- every capability is dropped from every set in the jail, so any list is already honoured
+    for _, c in ipairs(split(v)) do
+        if not valid_cap(c) then
+            return nil, format("SANDBOX_CAP_DROP: %q is not a capability name (e.g. ALL, NET_RAW, CAP_SYS_ADMIN)", c)
+        end
+    end
+    return true
+end
+
+function checks.SANDBOX_SECURITY_OPT(v)
+    for _, opt in ipairs(split(v)) do
+        local key, val = opt:match("^([%w%-_]+)[:=]?(.*)$")
+        key = key and key:lower()
+        if key == "no-new-privileges" then
+            -- always set in the jail (prctl PR_SET_NO_NEW_PRIVS)
+            if val ~= "" and not TRUE[val:lower()] then
+                return nil, format("SANDBOX_SECURITY_OPT: %q is refused: no_new_privs is always on "
+                    .. "in the jail and cannot be turned off", opt)
+            end
+        elseif key == "seccomp" or key == "apparmor" or key == "label" or key == "systempaths" then
+            return nil, format("SANDBOX_SECURITY_OPT: %q is refused: the native jail's seccomp filter "
+                .. "and mount layout come from the llmbox policy (LLMBOX_POLICY), not from security options; "
+                .. "remove it", opt)
+        else
+            return nil, format("SANDBOX_SECURITY_OPT: unknown option %q (only no-new-privileges is accepted)", opt)
+        end
+    end
+    return true
+end
+
+function checks.SANDBOX_PRIVILEGED(v)
+    local b, err = boolean("SANDBOX_PRIVILEGED", v)
+    if b == nil then return nil, err end
+    if b then
+        return nil, "SANDBOX_PRIVILEGED=true is refused: llmbox never runs code with privileges; "
+            .. "unset it or set it to false"
+    end
+    return true
+end
+
+function checks.LLMBOX_MCP_SESSION_IDLE(v, cfg)
+    local n, err = positive_number("LLMBOX_MCP_SESSION_IDLE", v)
+    if not n then return nil, err end
+    cfg.session_idle = n
+    return true
+end
+
+function checks.LLMBOX_MCP_MAX_SESSIONS(v, cfg)
+    local n, err = positive_number("LLMBOX_MCP_MAX_SESSIONS", v, true)
+    if not n then return nil, err end
+    cfg.max_sessions = n
+    return true
+end
+
+function checks.LLMBOX_MCP_MAX_RUNS(v, cfg)
+    local n, err = positive_number("LLMBOX_MCP_MAX_RUNS", v, true)
+    if not n then return nil, err end
+    cfg.max_runs = n
+    return true
+end
+
+-- The policy as sessions get it: loaded by name or path, with the environment's overrides. An
+-- override may only lower a limit: the policy is the operator's ceiling.
+function _M.load_policy(cfg, name)
+    local p, err = policy_mod.load(name)
+    if not p then return nil, err end
+    if cfg.memory then
+        if cfg.memory > p.limits.memory then
+            return nil, format("SANDBOX_MEMORY %s exceeds the memory limit of policy %q (%s); "
+                .. "lower it or choose a policy that allows more (LLMBOX_POLICY)",
+                schema.format_size(cfg.memory), p.name, schema.format_size(p.limits.memory))
+        end
+        p.limits.memory = cfg.memory
+    end
+    return p
+end
+
+--- from_env([env]) -> config | nil, err (all the problems found, one per line)
+-- `env` is a table of variables (for tests) or nil for the process environment.
+function _M.from_env(env)
+    if env ~= nil and type(env) ~= "table" then error("config.from_env: env must be a table or nil", 2) end
+    local getenv = env and function(k) return env[k] end or os.getenv
+    local cfg = {
+        backend = "native", network = "none", memory = nil,
+        policy = "default", policies = nil,
+        session_idle = 600, max_sessions = 16, max_runs = 8,
+        notes = {},
+    }
+    local errors = {}
+    for _, name in ipairs(_M.VARIABLES) do
+        local v = getenv(name)
+        if v ~= nil and v ~= "" and checks[name] then
+            local ok, err = checks[name](v, cfg)
+            if not ok then errors[#errors + 1] = err end
+        end
+    end
+    local p = getenv("LLMBOX_POLICY")
+    if p and p ~= "" then cfg.policy = p end
+    -- The policies a client may pick in create_session: the operator's choice only, unless
+    -- LLMBOX_MCP_POLICIES lists more (an agent must not be able to pick a looser one on its own).
+    cfg.policies = { cfg.policy }
+    local extra = getenv("LLMBOX_MCP_POLICIES")
+    if extra and extra ~= "" then
+        local seen = { [cfg.policy] = true }
+        for _, n in ipairs(split(extra)) do
+            if not seen[n] then
+                seen[n] = true
+                cfg.policies[#cfg.policies + 1] = n
+            end
+        end
+    end
+    -- load each allowed policy now: a typo or an override above a policy's ceiling is a startup
+    -- error, not a failed tool call an hour later
+    for _, name in ipairs(cfg.policies) do
+        local _, err = _M.load_policy(cfg, name)
+        if err then
+            errors[#errors + 1] = (name == cfg.policy and "LLMBOX_POLICY" or "LLMBOX_MCP_POLICIES")
+                .. ": " .. err
+        end
+    end
+    if #errors > 0 then return nil, concat(errors, "\n") end
+    return cfg
+end
+
+-- The sandbox's environment-derived settings, for get_language_details and the log.
+function _M.describe(cfg)
+    return format("backend=%s network=%s policy=%s%s session_idle=%gs", cfg.backend, cfg.network,
+        cfg.policy, cfg.memory and (" memory=" .. schema.format_size(cfg.memory)) or "", cfg.session_idle)
+end
+
+return _M

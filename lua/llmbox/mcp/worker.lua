@@ -1,0 +1,177 @@
+-- llmbox.mcp.worker: the child process (`llmbox worker`, not listed in --help) that holds one
+-- sandbox session for the MCP server. The server never builds a jail itself (DESIGN.md: jail setup
+-- happens in a fresh child, never in a long-lived process); it starts one worker per execute_code
+-- call and one per stateful session, and cancelling a run means killing its worker: an llmbox
+-- process killed with SIGKILL leaves no sandbox process behind.
+--
+-- Protocol: one JSON object per line on stdin, answered in order on stdout.
+--   {"id":1,"op":"open","lang":"python","policy":"default","memory":N}  -> {"id":1,"result":{...}}
+--   {"id":2,"op":"run","code":"...","libraries":[...],"timeout":5,"stream":true}
+--        -> {"id":2,"event":"phase","phase":"install"}, {"id":2,"event":"stdout","data":"..."}, ...
+--        -> {"id":2,"result":{exit_code, stdout, ..., plots = [{format, data (base64), ...}]}}
+--   {"id":3,"op":"copy_in","src":"/host/tmp","dst":"/sandbox/x"}      -> {"id":3,"result":{}}
+--   {"id":4,"op":"copy_out","src":"/sandbox/x","dst":"/host/tmp","max":N}
+--   {"id":5,"op":"version"}                                           -> {"id":5,"result":{"version":...}}
+-- Failures are {"id":N,"error":"message"} (plus "refused":true and "violations" for code an
+-- enforcing policy refused). End of input closes the session and exits 0.
+local ffi = require "ffi"
+local json = require "llmbox.mcp.json"
+local util = require "llmbox.util"
+local artifacts = require "llmbox.artifacts"
+
+local io, type, pairs, ipairs, tostring, tonumber, pcall = io, type, pairs, ipairs, tostring, tonumber, pcall
+local floor = math.floor
+
+local _M = { _VERSION = "0.1.0" }
+
+pcall(ffi.cdef, "int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5);")
+pcall(ffi.cdef, "int getppid(void);")
+local PR_SET_PDEATHSIG, SIGKILL = 1, 9
+
+local function send(msg)
+    io.stdout:write(json.encode(msg), "\n")
+    io.stdout:flush()
+end
+
+local function plots_out(plots)
+    local out = json.array()
+    for i, p in ipairs(plots or {}) do
+        out[i] = { format = p.format, width = p.width, height = p.height, data = artifacts.base64(p.data) }
+    end
+    return out
+end
+
+local function result_out(r)
+    return {
+        exit_code = r.exit_code,
+        stdout = util.utf8_repair(r.stdout or ""),
+        stderr = util.utf8_repair(r.stderr or ""),
+        timed_out = r.timed_out and true or false,
+        limit = r.limit or json.null,
+        duration_ms = floor((r.duration_ms or 0) * 1000 + 0.5) / 1000,
+        truncated = r.truncated and true or false,
+        signal = r.signal or json.null,
+        phase = r.phase or json.null,
+        cpu_ms = r.cpu_ms,
+        plots = plots_out(r.plots),
+        warnings = r.warnings and json.array(r.warnings) or nil,
+    }
+end
+
+local Worker = {}
+Worker.__index = Worker
+
+function Worker:open(req)
+    if self.session then return nil, "a session is already open in this worker" end
+    local llmbox = require "llmbox"
+    local config = require "llmbox.mcp.config"
+    local p, err = config.load_policy({ memory = req.memory }, req.policy or "default")
+    if not p then return nil, err end
+    local s
+    s, err = llmbox.session({ lang = req.lang, policy = p, backend = req.backend or "native" })
+    if not s then return nil, err end
+    self.session = s
+    return { language = s.recipe and s.recipe.name or json.null, policy = p.name }
+end
+
+function Worker:run(req)
+    local s = self.session
+    if not s then return nil, "no session: send open first" end
+    if type(req.code) ~= "string" then return nil, "run: code must be a string" end
+    local stream = req.stream
+    local function emitter(kind)
+        if not stream then return nil end
+        return function(chunk) send({ id = req.id, event = kind, data = util.utf8_repair(chunk) }) end
+    end
+    -- The policy's checks first, so refused code installs nothing; then libraries, with their
+    -- output streamed (an install is the slow part an agent wants to see progress on).
+    local safe, report = s:is_safe(req.code)
+    if not safe and report.blocked then
+        local msg = ("refused by policy %q: %s"):format(s.policy.name,
+            require("llmbox.session").describe_violations(report))
+        return nil, msg, { refused = true, violations = json.array(report.violations) }
+    end
+    local libs = req.libraries
+    if type(libs) == "table" and #libs > 0 then
+        if stream then send({ id = req.id, event = "phase", phase = "install" }) end
+        local inst, ierr = s:install(libs, { on_stdout = emitter("stdout"), on_stderr = emitter("stderr") })
+        if not inst then return nil, ierr end
+        if inst.exit_code ~= 0 or inst.limit then
+            inst.phase = "install"
+            return result_out(inst)
+        end
+        if stream then send({ id = req.id, event = "phase", phase = "run" }) end
+    end
+    local r, err, rep = s:run(req.code, {
+        timeout = req.timeout, on_stdout = emitter("stdout"), on_stderr = emitter("stderr"),
+    })
+    if not r then
+        return nil, err, rep and { refused = true, violations = json.array(rep.violations) } or nil
+    end
+    return result_out(r)
+end
+
+function Worker:copy_in(req)
+    if not self.session then return nil, "no session: send open first" end
+    local ok, err = self.session:copy_to(req.src, req.dst)
+    if not ok then return nil, err end
+    return {}
+end
+
+function Worker:copy_out(req)
+    if not self.session then return nil, "no session: send open first" end
+    local ok, err = self.session:copy_from(req.src, req.dst, req.max)
+    if not ok then return nil, err end
+    return {}
+end
+
+-- The language's version as the sandbox sees it (first line of the probe's output).
+function Worker:version()
+    local s = self.session
+    if not s then return nil, "no session: send open first" end
+    local recipe = s.recipe
+    if not recipe or not recipe.version then return { version = json.null } end
+    local r = s:exec(recipe.version, { timeout = 20 })
+    if not r or r.exit_code ~= 0 then return { version = json.null } end
+    local text = r.stdout ~= "" and r.stdout or r.stderr
+    return { version = util.utf8_repair(text:match("^%s*([^\n]-)%s*\n") or text:gsub("%s+$", "")) }
+end
+
+local OPS = { open = Worker.open, run = Worker.run, copy_in = Worker.copy_in, copy_out = Worker.copy_out,
+    version = Worker.version }
+
+--- main(args) -> exit status. Serves requests until end of input. args: [--parent PID]
+function _M.main(args)
+    -- Die with the server: a worker must not outlive it and keep a sandbox running. The parent
+    -- pid check closes the race where the server died before prctl took effect.
+    ffi.C.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+    local parent = args and args[1] == "--parent" and tonumber(args[2])
+    if parent and ffi.C.getppid() ~= parent then return 125 end
+    local self = setmetatable({}, Worker)
+    for line in io.stdin:lines() do
+        local req = json.decode(line)
+        if type(req) ~= "table" or req.id == nil then
+            send({ id = json.null, error = "worker: expected a JSON object with an id, got " .. line:sub(1, 80) })
+        else
+            local op = OPS[req.op]
+            if not op then
+                send({ id = req.id, error = "worker: unknown op " .. tostring(req.op) })
+            else
+                local ok, res, err, extra = pcall(op, self, req)
+                if not ok then
+                    send({ id = req.id, error = "worker: " .. tostring(res) })
+                elseif res == nil then
+                    local msg = { id = req.id, error = tostring(err) }
+                    for k, v in pairs(extra or {}) do msg[k] = v end
+                    send(msg)
+                else
+                    send({ id = req.id, result = res })
+                end
+            end
+        end
+    end
+    if self.session then self.session:close() end
+    return 0
+end
+
+return _M

@@ -1,0 +1,87 @@
+-- `llmbox mcp` reads its configuration from the environment once, at startup: each setting is
+-- honoured or refused with a message that says why, before anything is served.
+local helpers = require "spec.helpers"
+local config = require "llmbox.mcp.config"
+local raw = require "support.mcp.raw"
+local sdk = require "support.mcp.sdk"
+
+local function start(env)
+    return helpers.cli({ "mcp" }, { env = env })
+end
+
+describe("mcp configuration #unpriv", function()
+    it("refuses settings it cannot honour, at startup, saying what to do", function()
+        local cases = {
+            { "BACKEND=docker", "the docker backend is not built yet" },
+            { "BACKEND=kubernetes", "the kubernetes backend is not built yet" },
+            { "BACKEND=vmware", 'unknown backend "vmware"' },
+            { "SANDBOX_NETWORK_MODE=bridge", "only offers \"none\"" },
+            { "SANDBOX_NETWORK_MODE=host", "SANDBOX_NETWORK_MODE=host is refused" },
+            { "SANDBOX_PRIVILEGED=true", "SANDBOX_PRIVILEGED=true is refused" },
+            { "SANDBOX_PRIVILEGED=maybe", "is not a boolean" },
+            { "SANDBOX_SECURITY_OPT=seccomp=unconfined", '"seccomp=unconfined" is refused' },
+            { "SANDBOX_SECURITY_OPT=apparmor=unconfined", '"apparmor=unconfined" is refused' },
+            { "SANDBOX_SECURITY_OPT=no-new-privileges:false", "cannot be turned off" },
+            { "SANDBOX_CPUS=2", "SANDBOX_CPUS=2 is refused: the native backend limits CPU time" },
+            { "SANDBOX_CPU_COUNT=1", "SANDBOX_CPU_COUNT=1 is refused" },
+            { "SANDBOX_MEMORY=lots", "is not a size" },
+            { "SANDBOX_MEMORY=4g", 'exceeds the memory limit of policy "default"' },
+            { "SANDBOX_MEMORY=1m", "below 16m" },
+            { "SANDBOX_MEMORY=256m SANDBOX_MEM_LIMIT=128m", "disagree" },
+            { "SANDBOX_CAP_DROP='ALL,bad cap!'", "is not a capability name" },
+            { "LLMBOX_POLICY=no-such-policy", 'no policy named "no-such-policy"' },
+            { "LLMBOX_MCP_SESSION_IDLE=-5", "expected a positive number" },
+        }
+        for _, case in ipairs(cases) do
+            local status, out, err = start(case[1])
+            assert.equal(125, status, case[1])
+            assert.equal("", out, case[1]) -- nothing on the protocol channel
+            assert.matches(case[2], err, 1, true)
+            assert.matches("refusing to start", err)
+        end
+        -- every problem at once, not one per attempt
+        local _, _, err = start("BACKEND=podman SANDBOX_PRIVILEGED=1")
+        assert.matches("podman backend", err)
+        assert.matches("SANDBOX_PRIVILEGED", err)
+    end)
+
+    it("accepts what the jail already does and serves", function()
+        local c = raw.start({ BACKEND = "native", SANDBOX_NETWORK_MODE = "none", SANDBOX_READ_ONLY = "false",
+            SANDBOX_CAP_DROP = "ALL", SANDBOX_SECURITY_OPT = "no-new-privileges", SANDBOX_PRIVILEGED = "false",
+            SANDBOX_MEMORY = "256m", LLMBOX_POLICY = "strict" })
+        local r = c:request(1, "initialize", { protocolVersion = "2025-06-18", capabilities = {},
+            clientInfo = { name = "t", version = "1" } })
+        assert.equal("2025-06-18", r.result.protocolVersion)
+        local _, stderr = c:close()
+        assert.matches("policy=strict memory=256M", stderr)
+        assert.matches("SANDBOX_READ_ONLY=false: the jail's root stays read%-only", stderr)
+    end)
+
+    it("applies SANDBOX_MEMORY to the runs", function()
+        local code = "x = bytearray(%d * 1024 * 1024); print('allocated')"
+        local out = sdk.run("calls", { env = { SANDBOX_MEMORY = "64m" }, calls = {
+            { name = "execute_code", arguments = { code = code:format(16) } },
+            { name = "execute_code", arguments = { code = code:format(200) } },
+        } })
+        assert.is_nil(out.error, out.error)
+        assert.equal("allocated\n", out.results[1].structuredContent.stdout)
+        local big = out.results[2].structuredContent
+        assert.is_true(big.exit_code ~= 0)
+        assert.equal("", big.stdout)
+    end)
+
+    it("from_env: derives the policy, and reads nothing it was not given", function()
+        local cfg = assert(config.from_env({ SANDBOX_MEM_LIMIT = "100m", LLMBOX_MCP_SESSION_IDLE = "30",
+            LLMBOX_MCP_POLICIES = "strict, permissive" }))
+        assert.equal(100 * 1024 * 1024, cfg.memory)
+        assert.equal(30, cfg.session_idle)
+        assert.same({ "default", "strict", "permissive" }, cfg.policies)
+        local p = assert(config.load_policy(cfg, "permissive"))
+        assert.equal(100 * 1024 * 1024, p.limits.memory)
+        assert.equal(300, p.limits.timeout) -- the rest of the policy is untouched
+        cfg = assert(config.from_env({}))
+        assert.is_nil(cfg.memory)
+        assert.equal(600, cfg.session_idle)
+        assert.same({ "default" }, cfg.policies)
+    end)
+end)

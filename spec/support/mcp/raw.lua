@@ -1,0 +1,82 @@
+-- Talks to `llmbox mcp` byte for byte (no client library): for what a well-behaved client never
+-- sends (malformed JSON, invalid requests) and for checking every line the server writes.
+--
+--   local raw = require "support.mcp.raw"
+--   local c = raw.start({ SANDBOX_MEMORY = "256m" })
+--   c:send('{"jsonrpc":"2.0","id":1,"method":"ping"}')
+--   local msg, line = c:recv(5)        -- decoded message and the raw line; nil on timeout
+--   local status, stderr = c:close()
+local uv = require "luv"
+local cjson = require "cjson"
+local helpers = require "spec.helpers"
+
+local _M = {}
+local Conn = {}
+Conn.__index = Conn
+
+function _M.start(env)
+    local vars = uv.os_environ()
+    for k, v in pairs(env or {}) do vars[k] = v end
+    local list = {}
+    for k, v in pairs(vars) do list[#list + 1] = k .. "=" .. v end
+    local c = setmetatable({ lines = {}, buf = "", stderr = "", out_eof = false }, Conn)
+    c.stdin, c.stdout, c.errpipe = uv.new_pipe(false), uv.new_pipe(false), uv.new_pipe(false)
+    c.handle, c.pid = uv.spawn(helpers.bin, { args = { "mcp" }, env = list,
+        stdio = { c.stdin, c.stdout, c.errpipe } }, function(code, signal)
+        c.status, c.signal = code, signal
+    end)
+    assert(c.handle, c.pid)
+    c.stdout:read_start(function(err, data)
+        if not data then c.out_eof = true return end
+        c.buf = c.buf .. data
+        for line in c.buf:gmatch("([^\n]*)\n") do c.lines[#c.lines + 1] = line end
+        c.buf = c.buf:match("[^\n]*$")
+    end)
+    c.errpipe:read_start(function(err, data)
+        if data then c.stderr = c.stderr .. data end
+    end)
+    return c
+end
+
+function Conn:send(line)
+    self.stdin:write(line .. "\n")
+end
+
+function Conn:request(id, method, params)
+    self:send(cjson.encode({ jsonrpc = "2.0", id = id, method = method, params = params }))
+    return self:recv()
+end
+
+-- Runs the loop until `pred()` or `timeout` seconds.
+local function run_until(pred, timeout)
+    local deadline = uv.now() + (timeout or 10) * 1000
+    local t = uv.new_timer()
+    t:start(20, 20, function() end) -- wakes the loop so the deadline is checked
+    while not pred() and uv.now() < deadline do uv.run("once") end
+    t:close()
+    uv.run("nowait")
+    return pred()
+end
+
+--- recv([timeout]) -> decoded message, raw line | nil when nothing came in time
+function Conn:recv(timeout)
+    run_until(function() return #self.lines > 0 end, timeout)
+    local line = table.remove(self.lines, 1)
+    if not line then return nil end
+    return cjson.decode(line), line
+end
+
+--- close([timeout]) -> exit status, stderr (closes stdin and waits for the exit)
+function Conn:close(timeout)
+    if not self.stdin:is_closing() then self.stdin:close() end
+    run_until(function() return self.status ~= nil and self.out_eof end, timeout or 10)
+    if self.status == nil then self.handle:kill("sigkill") end
+    run_until(function() return self.status ~= nil end, 2)
+    for _, h in ipairs({ self.stdout, self.errpipe, self.handle }) do
+        if not h:is_closing() then h:close() end
+    end
+    uv.run("nowait")
+    return self.status, self.stderr
+end
+
+return _M

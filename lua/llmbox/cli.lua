@@ -3,7 +3,7 @@
 --   124  the wall-clock timeout fired,
 --   125  llmbox itself failed: bad usage, bad policy, or the sandbox could not be created,
 --   126  the code was refused by an enforcing policy check (run), or is unsafe (check: 1).
-local cjson = require "cjson.safe"
+local json = require "llmbox.json"
 local util = require "llmbox.util"
 local artifacts = require "llmbox.artifacts"
 
@@ -122,23 +122,23 @@ local RUN_SPEC = {
 local function plots_json(plots)
     local out = {}
     for i, p in ipairs(plots or {}) do
-        out[i] = { format = p.format, width = p.width or cjson.null, height = p.height or cjson.null,
+        out[i] = { format = p.format, width = p.width or json.null, height = p.height or json.null,
             data = artifacts.base64(p.data) }
     end
-    return setmetatable(out, cjson.array_mt)
+    return setmetatable(out, json.array_mt)
 end
 
 local function result_json(r)
-    return cjson.encode({
+    return json.encode({
         plots = plots_json(r.plots),
         exit_code = r.exit_code,
         stdout = util.utf8_repair(r.stdout),
         stderr = util.utf8_repair(r.stderr),
         timed_out = r.timed_out,
-        limit = r.limit or cjson.null,
+        limit = r.limit or json.null,
         duration_ms = math.floor(r.duration_ms * 1000 + 0.5) / 1000,
         truncated = r.truncated,
-        signal = r.signal or cjson.null,
+        signal = r.signal or json.null,
         cpu_ms = r.cpu_ms,
     })
 end
@@ -235,7 +235,7 @@ function _M.run(args)
     if not r then
         if report then
             if opts.json then
-                io.stdout:write(cjson.encode({ refused = true, error = rerr, violations = report.violations }), "\n")
+                io.stdout:write(json.encode({ refused = true, error = rerr, violations = report.violations }), "\n")
             end
             return die(rerr, EXIT_REFUSED)
         end
@@ -294,9 +294,9 @@ function _M.check(args)
     report, err = llmbox.check(code, { lang = lang or "python", policy = opts.policy })
     if not report then return die(err) end
     if opts.json then
-        io.stdout:write(cjson.encode({
+        io.stdout:write(json.encode({
             safe = report.safe, mode = report.mode, blocked = report.blocked,
-            violations = setmetatable(report.violations, cjson.array_mt),
+            violations = setmetatable(report.violations, json.array_mt),
         }), "\n")
     else
         for _, v in ipairs(report.violations) do
@@ -309,14 +309,14 @@ end
 
 function _M.langs(args)
     local llmbox = require "llmbox"
-    local json = args[1] == "--json"
-    if args[1] and not json then return die("langs takes only --json") end
+    local as_json = args[1] == "--json"
+    if args[1] and not as_json then return die("langs takes only --json") end
     local list = llmbox.langs()
     -- Versions are probed inside one sandbox: what the sandbox runs is what is reported.
     local s = llmbox.session({})
     local out = {}
     for _, r in ipairs(list) do
-        local version = cjson.null
+        local version = json.null
         if s and r.version then
             local res = s:exec(r.version, { timeout = 10 })
             if res and res.exit_code == 0 then
@@ -326,21 +326,21 @@ function _M.langs(args)
             end
         end
         out[#out + 1] = {
-            name = r.name, aliases = setmetatable(r.aliases, cjson.array_mt),
-            extensions = setmetatable(r.extensions, cjson.array_mt),
-            version = version, description = r.description, example = r.example or cjson.null,
-            package_manager = r.details.package_manager or cjson.null,
-            preinstalled = setmetatable(r.details.preinstalled or {}, cjson.array_mt),
+            name = r.name, aliases = setmetatable(r.aliases, json.array_mt),
+            extensions = setmetatable(r.extensions, json.array_mt),
+            version = version, description = r.description, example = r.example or json.null,
+            package_manager = r.details.package_manager or json.null,
+            preinstalled = setmetatable(r.details.preinstalled or {}, json.array_mt),
             plots = r.plots, libraries = r.install ~= nil,
         }
     end
     if s then s:close() end
-    if json then
-        io.stdout:write(cjson.encode(setmetatable(out, cjson.array_mt)), "\n")
+    if as_json then
+        io.stdout:write(json.encode(setmetatable(out, json.array_mt)), "\n")
     else
         for _, r in ipairs(out) do
             io.stdout:write(format("%-10s %-28s %s\n", r.name,
-                r.version ~= cjson.null and r.version or "(unavailable)", concat(r.extensions, " ")))
+                r.version ~= json.null and r.version or "(unavailable)", concat(r.extensions, " ")))
         end
     end
     return 0
@@ -350,7 +350,7 @@ function _M.policies(args)
     local llmbox = require "llmbox"
     local list = llmbox.policies()
     if args[1] == "--json" then
-        io.stdout:write(cjson.encode(setmetatable(list, cjson.array_mt)), "\n")
+        io.stdout:write(json.encode(setmetatable(list, json.array_mt)), "\n")
     else
         for _, p in ipairs(list) do
             io.stdout:write(format("%-12s %s\n    %s\n", p.name, p.description or "", p.path))
@@ -395,7 +395,7 @@ function _M.tools(args)
     if not known then
         return die(format("--format must be one of %s, got %s", concat(tools.formats, ", "), tostring(fmt)))
     end
-    io.stdout:write(require("llmbox.mcp.json").encode(tools.list(fmt)), "\n")
+    io.stdout:write(require("llmbox.json").encode(tools.list(fmt)), "\n")
     return 0
 end
 

@@ -166,6 +166,15 @@ return 3
         os.remove(f)
     end)
 
+    it("prints empty lists as JSON arrays, not objects", function()
+        local st, out = cli({ "run", "--json", "-c", "print(1)" })
+        assert.equal(0, st)
+        assert.matches('"plots":[]', out, 1, true)
+        st, out = cli({ "check", "--json", "-c", "print(1)" })
+        assert.equal(0, st)
+        assert.matches('"violations":[]', out, 1, true)
+    end)
+
     it("has a doctor, --help and --version", function()
         local st, out = cli({ "doctor" })
         assert.equal(0, st)

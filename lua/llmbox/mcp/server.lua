@@ -10,7 +10,7 @@
 -- stateful session. Each tools/call runs as a coroutine that waits on its worker, so a handler
 -- reads top to bottom; `notifications/cancelled` kills the worker and no response is sent.
 local uv = require "luv"
-local json = require "llmbox.mcp.json"
+local json = require "llmbox.json"
 local tools = require "llmbox.mcp.tools"
 local config = require "llmbox.mcp.config"
 local artifacts = require "llmbox.artifacts"

@@ -9,7 +9,7 @@
 --
 -- The definitions are data (JSON Schema written as Lua tables); what each tool does lives in
 -- llmbox.mcp.server. Lists are marked with json.array so they encode as [] even when empty.
-local json = require "llmbox.mcp.json"
+local json = require "llmbox.json"
 
 local type, pairs, ipairs, tostring, error = type, pairs, ipairs, tostring, error
 local format, concat, floor = string.format, table.concat, math.floor

@@ -15,7 +15,7 @@
 -- Failures are {"id":N,"error":"message"} (plus "refused":true and "violations" for code an
 -- enforcing policy refused). End of input closes the session and exits 0.
 local ffi = require "ffi"
-local json = require "llmbox.mcp.json"
+local json = require "llmbox.json"
 local util = require "llmbox.util"
 local artifacts = require "llmbox.artifacts"
 

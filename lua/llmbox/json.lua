@@ -1,4 +1,4 @@
--- llmbox.mcp.json: JSON for the MCP server and its workers. Decoding is lua-cjson's; encoding is
+-- llmbox.json: JSON for the MCP server and its workers. Decoding is lua-cjson's; encoding is
 -- our own because Debian's lua-cjson (2.1.0) has no array marker: an empty Lua table always
 -- becomes {}, and MCP needs [] for empty lists (content, tools, violations, required) and {} for
 -- empty objects (ping's result, a schema's properties). Here a table is an array when it is a

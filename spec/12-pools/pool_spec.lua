@@ -23,8 +23,8 @@ local function lease_run(p, code, opts)
     return r
 end
 
--- pids of this process's descendants whose command line contains `needle`
-local function descendants_matching(needle)
+-- pids of the descendants of `root` (default: this process) whose command line contains `needle`
+local function descendants_matching(needle, root)
     local parent = {}
     local p = io.popen("ps -e -o pid=,ppid=")
     for line in p:lines() do
@@ -32,7 +32,7 @@ local function descendants_matching(needle)
         parent[tonumber(pid)] = tonumber(ppid)
     end
     p:close()
-    local me, out = ffi.C.getpid(), {}
+    local me, out = root or ffi.C.getpid(), {}
     for pid in pairs(parent) do
         local x, n = pid, 0
         while x and x > 1 and x ~= me and n < 64 do x, n = parent[x], n + 1 end
@@ -417,21 +417,8 @@ os.execute("sleep 60")
         local f = io.popen(helpers.shell_quote(helpers.bin) .. " script " .. helpers.shell_quote(script))
         local caller = tonumber(f:read("*l"))
         assert.is_number(caller)
-        -- the caller's descendants: two prestarted interpreters and their supervisors
-        local kids = {}
-        local parent = {}
-        local ps = io.popen("ps -e -o pid=,ppid=")
-        for line in ps:lines() do
-            local pid, ppid = line:match("(%d+)%s+(%d+)")
-            parent[tonumber(pid)] = tonumber(ppid)
-        end
-        ps:close()
-        for pid in pairs(parent) do
-            local x, n = pid, 0
-            while x and x > 1 and x ~= caller and n < 64 do x, n = parent[x], n + 1 end
-            local cmd = helpers.read("/proc/" .. pid .. "/cmdline") or ""
-            if x == caller and pid ~= caller and cmd:find("llmbox_warm", 1, true) then kids[#kids + 1] = pid end
-        end
+        -- the caller's descendants: its two prestarted interpreters
+        local kids = descendants_matching("llmbox_warm", caller)
         assert.equal(2, #kids)
         os.execute("kill -9 " .. caller)
         f:close()

@@ -1,0 +1,647 @@
+-- llmbox benchmark: fresh-sandbox latency, in-session runs, copies, parallel throughput and memory,
+-- side by side with bare python3, bwrap and docker. Run it with `make bench` (which installs what
+-- it needs and builds llmbox first), or directly from the repository's root:
+--
+--   build/bin/llmbox script bench/bench.lua [RESULTS_DIR]
+--
+-- Environment: BENCH_QUICK=1 (fewer iterations, for trying it out), BENCH_DOCKER ("ok IMAGE
+-- DOCKER_BIN" or "skip REASON", as printed by bench/docker-setup.sh; unset: docker is skipped).
+-- Writes RESULTS_DIR/results.md, results.json and latency.png (default bench/results).
+-- Never a timed test: it reports what it measures, goals included, and always exits 0 unless the
+-- sandbox itself fails.
+local dir = arg[0]:match("^(.*)/[^/]*$") or "."
+package.path = dir .. "/?.lua;" .. package.path
+local B = require "common"
+local json = require "cjson"
+
+local now, fmt = B.now_ms, string.format
+local ROOT = B.capture("cd '" .. dir .. "/..' && pwd")
+local RESULTS = arg[1] or (ROOT .. "/bench/results")
+local QUICK = os.getenv("BENCH_QUICK") == "1"
+local LLMBOX_BIN = ROOT .. "/build/bin/llmbox"
+local PY = "/usr/bin/python3"
+
+math.randomseed(12345) -- reproducible bootstrap intervals
+
+-- Iterations (full / quick). Latency rows are measured round-robin (one sample of each per round)
+-- so that drift in the machine's load hits every row alike.
+local N = QUICK and {
+    warmup = 2, rounds = 15, docker_rounds = 5, session = 30, copy_small = 10, copy_big = 3,
+    par_reps = 2, par_ms = 1500,
+} or {
+    warmup = 3, rounds = 60, docker_rounds = 20, session = 100, copy_small = 30, copy_big = 7,
+    par_reps = 5, par_ms = 2500,
+}
+
+local function log(...)
+    io.stderr:write(fmt(...), "\n")
+end
+
+local function die(msg)
+    io.stderr:write("bench: ", msg, "\n")
+    os.exit(1)
+end
+
+-- ---------------------------------------------------------------- the alternatives
+
+-- bwrap with what the native jail does: new user, pid, net, ipc, uts, cgroup and mount
+-- namespaces, a read-only tmpfs root with /usr read-only, /bin /lib /lib64 /sbin as links, the
+-- same /etc files, a fresh /proc, a minimal /dev, tmpfs /tmp and /sandbox, uid 1000, no
+-- capabilities, a clean environment. (bwrap has no seccomp filter or cgroup limits by default.)
+local BWRAP = { "/usr/bin/bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+    "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+    "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+    "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
+    "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+    "--ro-bind-try", "/etc/localtime", "/etc/localtime",
+    "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
+    "--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs",
+    "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/sandbox", "--chdir", "/sandbox",
+    "--remount-ro", "/", "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+    "--setenv", "HOME", "/sandbox", "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+    PY, "-c", "print(1)" }
+
+local docker_state = os.getenv("BENCH_DOCKER") or "skip docker setup was not run (use make bench)"
+local DOCKER_IMAGE, DOCKER_BIN = docker_state:match("^ok (%S+) (%S+)")
+local DOCKER_SKIP = not DOCKER_IMAGE and (docker_state:match("^skip (.*)") or docker_state) or nil
+
+local have_bwrap = B.read_file("/usr/bin/bwrap") ~= nil
+
+-- ---------------------------------------------------------------- latency rows
+
+local rows = {}   -- in display order
+local by_id = {}
+local function row(id, label, opts)
+    local r = { id = id, label = label, samples = {}, errors = 0, note = opts and opts.note,
+        unit = opts and opts.unit or "ms", section = opts and opts.section or "latency",
+        short = opts and opts.short or id }
+    rows[#rows + 1] = r
+    by_id[id] = r
+    return r
+end
+
+local pool -- the fast-path pool (warm, min 2)
+
+-- Waits until the pool has no interpreter still starting, so no row is measured while a refill
+-- competes for the CPU.
+local function quiesce()
+    if not pool then return end
+    local t0 = now()
+    while pool:stats().starting > 0 and now() - t0 < 10000 do B.sleep_ms(2) end
+    B.sleep_ms(5)
+end
+
+local function record(r, ms, ok, what)
+    if ok then
+        r.samples[#r.samples + 1] = ms
+    else
+        r.errors = r.errors + 1
+        if r.errors <= 3 then log("bench: %s: unexpected result: %s", r.label, tostring(what)) end
+    end
+end
+
+-- A named part of a row's samples (where the time goes), reported as medians.
+local function part(r, name, ms)
+    r.parts = r.parts or { order = {} }
+    if not r.parts[name] then
+        r.parts[name] = {}
+        r.parts.order[#r.parts.order + 1] = name
+    end
+    local t = r.parts[name]
+    t[#t + 1] = ms
+end
+
+local function time_process(r, argv)
+    local ms, out, code = B.time_cmd(argv)
+    record(r, ms, ms and code == 0 and out == "1\n", ms and fmt("exit %s, output %q", tostring(code), out) or out)
+end
+
+local function check_result(res, err, want_warm)
+    if not res then return false, err end
+    if res.exit_code ~= 0 or res.stdout ~= "1\n" then
+        return false, fmt("exit %s, stdout %q, stderr %q", tostring(res.exit_code), tostring(res.stdout), tostring(res.stderr))
+    end
+    if want_warm and res.warm ~= true then return false, "the run did not use the prestarted interpreter" end
+    return true
+end
+
+local latency_rows = {
+    { row("bare", "bare python3 -c 'print(1)' (floor)", { short = "bare python3" }), function(r) time_process(r, { PY, "-c", "print(1)" }) end },
+    { row("pooled", "llmbox pooled (fast path): lease + run", { short = "llmbox pooled" }), function(r)
+        local t0 = now()
+        local s, err = llmbox.session({ pool = pool })
+        local t1 = now()
+        local res, rerr
+        if s then res, rerr = s:run("print(1)") end
+        local ms = now() - t0
+        if s then s:close() end -- refills the pool: not timed
+        local ok, why = check_result(res, rerr or err, true)
+        record(r, ms, ok, why)
+        if ok then part(r, "lease: llmbox.session{ pool = p }", t1 - t0) part(r, "s:run", ms - (t1 - t0))
+            part(r, "s:run's own duration_ms", res.duration_ms) end
+    end },
+    { row("cold", "llmbox cold: session + run + close", { short = "llmbox cold" }), function(r)
+        local t0 = now()
+        local s, err = llmbox.session({ lang = "python" })
+        local t1 = now()
+        local res, rerr, t2
+        if s then
+            res, rerr = s:run("print(1)")
+            t2 = now()
+            s:close()
+        end
+        local ms = now() - t0
+        local ok, why = check_result(res, rerr or err)
+        record(r, ms, ok, why)
+        if ok then part(r, "llmbox.session{ lang = \"python\" }", t1 - t0) part(r, "s:run", t2 - t1)
+            part(r, "s:run's own duration_ms", res.duration_ms) part(r, "s:close()", ms - (t2 - t0)) end
+    end },
+    { row("cli", "llmbox CLI: llmbox run -c 'print(1)'", { short = "llmbox CLI run" }), function(r)
+        time_process(r, { LLMBOX_BIN, "run", "-c", "print(1)" })
+    end },
+}
+if have_bwrap then
+    latency_rows[#latency_rows + 1] = { row("bwrap", "bwrap (same namespaces and mounts)", { short = "bwrap" }), function(r)
+        time_process(r, BWRAP)
+    end }
+end
+if DOCKER_IMAGE then
+    latency_rows[#latency_rows + 1] = { row("docker", "docker run --rm --network none", { short = "docker run" }), function(r, round)
+        if round > N.docker_rounds then return end
+        time_process(r, { DOCKER_BIN, "run", "--rm", "--network", "none", DOCKER_IMAGE, "python3", "-c", "print(1)" })
+        B.sleep_ms(100) -- let containerd and dockerd finish tearing the container down
+    end }
+end
+
+-- ---------------------------------------------------------------- the run
+
+local function cpu_pressure()
+    local p = B.read_file("/proc/pressure/cpu")
+    return p and p:match("some avg10=(%S+) avg60=(%S+)") and fmt("some avg10=%s avg60=%s", p:match("some avg10=(%S+) avg60=(%S+)")) or "n/a"
+end
+local load_start, pressure_start = (B.read_file("/proc/loadavg") or ""):match("^(%S+ %S+ %S+)"), cpu_pressure()
+local t_start = now()
+log("bench: %s run; results go to %s", QUICK and "quick (BENCH_QUICK=1)" or "full", RESULTS)
+assert(os.execute("mkdir -p '" .. RESULTS .. "'"))
+
+local err
+pool, err = llmbox.pool({ lang = "python", min = 2, max = 4 })
+if not pool then die("cannot create the pool: " .. tostring(err)) end
+quiesce()
+
+-- 1. fresh sandbox latency, round-robin
+local total_rounds = N.warmup + N.rounds
+log("bench: latency of a fresh sandbox (%d rounds of %d rows)", N.rounds, #latency_rows)
+for round = 1, total_rounds do
+    for _, lr in ipairs(latency_rows) do
+        quiesce()
+        local r = lr[1]
+        if round <= N.warmup then
+            local saved, saved_err, saved_parts = r.samples, r.errors, r.parts
+            r.samples = {}
+            lr[2](r, round)
+            r.samples, r.errors, r.parts = saved, saved_err, saved_parts
+        else
+            lr[2](r, round - N.warmup)
+        end
+    end
+end
+local pool_stats = pool:stats()
+
+-- 2. runs inside one open session
+log("bench: runs inside an open session (%d each)", N.session)
+local in_run = row("session_run", "open session: s:run('print(1)')", { section = "session", short = "in session: run" })
+local in_exec = row("session_exec", "open session: s:exec({'true'})", { section = "session", short = "in session: exec true" })
+do
+    local s = assert(llmbox.session({ lang = "python" }))
+    for i = 1, N.warmup do s:run("print(1)") s:exec({ "true" }) end
+    for i = 1, N.session do
+        quiesce()
+        local t0 = now()
+        local res, rerr = s:run("print(1)")
+        local ms = now() - t0
+        local ok, why = check_result(res, rerr)
+        record(in_run, ms, ok, why)
+        t0 = now()
+        res, rerr = s:exec({ "true" })
+        ms = now() - t0
+        record(in_exec, ms, res and res.exit_code == 0, res and ("exit " .. tostring(res.exit_code)) or rerr)
+    end
+    s:close()
+end
+
+-- 3. copies in and out
+log("bench: copies of 1 MiB (%d) and 100 MiB (%d) each way", N.copy_small, N.copy_big)
+local tmpdir = B.capture("mktemp -d /tmp/llmbox-bench.XXXXXX")
+local function make_file(path, mib)
+    local chunk = {}
+    for i = 1, 65536 do chunk[i] = string.char(math.random(0, 255), math.random(0, 255), math.random(0, 255), math.random(0, 255)) end
+    chunk = table.concat(chunk) -- 256 KiB of random bytes
+    local f = assert(io.open(path, "wb"))
+    for i = 1, mib * 4 do f:write(chunk) end
+    f:close()
+end
+local copies = {}
+for _, c in ipairs({ { "1m", 1, N.copy_small }, { "100m", 100, N.copy_big } }) do
+    local tag, mib, iters = c[1], c[2], c[3]
+    local host = tmpdir .. "/in-" .. tag
+    make_file(host, mib)
+    local r_in = row("copy_to_" .. tag, fmt("copy_to %d MiB (host -> /sandbox)", mib), { section = "copy" })
+    local r_out = row("copy_from_" .. tag, fmt("copy_from %d MiB (/sandbox -> host)", mib), { section = "copy" })
+    r_in.mib, r_out.mib = mib, mib
+    local s = assert(llmbox.session({ lang = "python" }))
+    for i = 1, iters + 1 do
+        quiesce()
+        local t0 = now()
+        local ok, cerr = s:copy_to(host, "/sandbox/x")
+        local ms = now() - t0
+        if i > 1 then record(r_in, ms, ok, cerr) end
+        local out = tmpdir .. "/out-" .. tag
+        t0 = now()
+        ok, cerr = s:copy_from("/sandbox/x", out)
+        ms = now() - t0
+        if ok then
+            local f = io.open(out, "rb")
+            local size = f and f:seek("end") or -1
+            if f then f:close() end
+            if size ~= mib * 1048576 then ok, cerr = false, "copied " .. size .. " bytes" end
+        end
+        if i > 1 then record(r_out, ms, ok, cerr) end
+        os.remove(out)
+        s:exec({ "rm", "-f", "/sandbox/x" })
+    end
+    s:close()
+    os.remove(host)
+    copies[#copies + 1] = { r_in, r_out }
+end
+os.execute("rm -rf '" .. tmpdir .. "'")
+pool:close()
+pool = nil
+
+-- 4. parallel throughput: separate processes, started together
+log("bench: parallel throughput, %d x %.1f s per configuration", N.par_reps, N.par_ms / 1000)
+local par = {}
+local function run_parallel(mode, n)
+    local ws = {}
+    for i = 1, n do
+        ws[i] = assert(B.spawn({ LLMBOX_BIN, "script", ROOT .. "/bench/worker.lua", mode },
+            { stdin_pipe = true, stderr_separate = true }))
+    end
+    for _, w in ipairs(ws) do
+        local line = B.read_line(w)
+        if line ~= "ready" then die(fmt("worker %s did not get ready: %s", mode, tostring(line))) end
+    end
+    local start = now() + 20
+    for _, w in ipairs(ws) do B.write(w, fmt("go %.3f %.3f\n", start, start + N.par_ms)) end
+    local ok, failed, first, last = 0, 0, math.huge, 0
+    for _, w in ipairs(ws) do
+        local line = B.read_line(w)
+        local a, b, c, d = (line or ""):match("^result (%d+) (%d+) (%S+) (%S+)$")
+        if not a then die(fmt("worker %s failed: %s", mode, tostring(line))) end
+        ok, failed = ok + tonumber(a), failed + tonumber(b)
+        first, last = math.min(first, tonumber(c)), math.max(last, tonumber(d))
+        B.wait(w)
+    end
+    return ok / ((last - first) / 1000), ok, failed
+end
+for _, mode in ipairs({ "bare", "cold", "pooled" }) do
+    for _, n in ipairs({ 2, 4 }) do
+        local label = ({ bare = "bare python3", cold = "llmbox cold", pooled = "llmbox pooled (own pool each)" })[mode]
+        local r = row("par_" .. mode .. "_" .. n, fmt("%s, %d processes", label, n), { section = "parallel", unit = "runs/s" })
+        r.mode, r.n, r.runs, r.failed = mode, n, 0, 0
+        for rep = 1, N.par_reps do
+            local rate, ok, failed = run_parallel(mode, n)
+            r.samples[#r.samples + 1] = rate
+            r.runs, r.failed = r.runs + ok, r.failed + failed
+            r.errors = r.errors + failed
+        end
+        par[#par + 1] = r
+    end
+end
+
+-- 5. memory per idle pooled sandbox
+log("bench: memory of a pool of 8 idle sandboxes")
+local MEM_N = 8
+local mem
+do
+    local w = assert(B.spawn({ LLMBOX_BIN, "script", ROOT .. "/bench/worker.lua", "mem", tostring(MEM_N) },
+        { stderr_separate = true }))
+    local line = B.read_line(w)
+    B.wait(w)
+    local okj, m = pcall(json.decode, line or "")
+    if not okj or type(m) ~= "table" then die("the memory worker failed: " .. tostring(line)) end
+    mem = m
+    mem.per_sandbox_kib = m.idle > 0 and m.sandbox_pss_kib / m.idle or nil
+    local by_comm = {}
+    for _, p in ipairs(m.processes) do
+        by_comm[p.comm] = by_comm[p.comm] or { n = 0, kib = 0 }
+        by_comm[p.comm].n = by_comm[p.comm].n + 1
+        by_comm[p.comm].kib = by_comm[p.comm].kib + p.pss_kib
+    end
+    mem.by_comm = by_comm
+end
+
+local elapsed = (now() - t_start) / 1000
+
+-- ---------------------------------------------------------------- statistics
+
+for _, r in ipairs(rows) do
+    if #r.samples > 0 then
+        r.median, r.lo, r.hi = B.median_ci(r.samples)
+        r.p90 = B.quantile(r.samples, 0.9)
+        r.min = B.quantile(r.samples, 0)
+    end
+end
+
+-- Ratios of latency medians: each llmbox way against each alternative.
+local ratios = {}
+local function ratio(a, b)
+    local ra, rb = by_id[a], by_id[b]
+    if not (ra and rb and #ra.samples > 0 and #rb.samples > 0) then return end
+    local v, lo, hi = B.ratio_ci(ra.samples, rb.samples)
+    ratios[#ratios + 1] = { a = a, b = b, label = ra.label .. " / " .. rb.label, ratio = v, lo = lo, hi = hi }
+end
+for _, a in ipairs({ "pooled", "cold", "cli" }) do
+    for _, b in ipairs({ "bare", "bwrap", "docker" }) do ratio(a, b) end
+end
+ratio("pooled", "cold")
+ratio("session_run", "bare")
+
+-- Difference of medians cold - bare, with a bootstrap interval.
+local function diff_ci(a, b)
+    local A, Bs = by_id[a].samples, by_id[b].samples
+    if #A == 0 or #Bs == 0 then return nil end
+    local ds, ta, tb = {}, {}, {}
+    local function rs(xs, tmp)
+        for i = 1, #xs do tmp[i] = xs[math.random(#xs)] end
+        return B.median(tmp)
+    end
+    for i = 1, B.BOOT do ds[i] = rs(A, ta) - rs(Bs, tb) end
+    table.sort(ds)
+    return B.median(A) - B.median(Bs), ds[math.floor(B.BOOT * 0.025)], ds[math.ceil(B.BOOT * 0.975)]
+end
+
+-- ---------------------------------------------------------------- goals
+
+local goals = {}
+local function goal(name, target, value, pass, detail)
+    goals[#goals + 1] = { name = name, target = target, value = value, pass = pass, detail = detail }
+end
+do
+    local p = by_id.pooled
+    goal("fast path p50 for a fresh Python sandbox", "<= 3 ms",
+        p.median and fmt("%.2f ms [%.2f, %.2f]", p.median, p.lo, p.hi) or "n/a",
+        p.median ~= nil and p.median <= 3, "llmbox.session{pool=p} + s:run('print(1)')")
+    local d, dlo, dhi = diff_ci("cold", "bare")
+    goal("cold native within 10 ms of bare python3", "<= +10 ms",
+        d and fmt("%+.1f ms [%+.1f, %+.1f] (%.1f vs %.1f ms)", d, dlo, dhi, by_id.cold.median, by_id.bare.median) or "n/a",
+        d ~= nil and d <= 10, "median(cold session+run+close) - median(bare python3)")
+    local best, bare_best
+    for _, r in ipairs(par) do
+        if r.mode ~= "bare" and r.median and (not best or r.median > best.median) then best = r end
+        if r.mode == "bare" and r.median and (not bare_best or r.median > bare_best.median) then bare_best = r end
+    end
+    goal("fresh-sandbox Python runs/s", ">= 300 runs/s",
+        best and fmt("%.0f runs/s [%.0f, %.0f]", best.median, best.lo, best.hi) or "n/a",
+        best ~= nil and best.median >= 300, (best and ("best llmbox configuration: " .. best.label) or "")
+        .. (bare_best and fmt("; bare python3 processes reach %.0f runs/s here (%s)", bare_best.median, bare_best.label) or ""))
+    local per = mem.per_sandbox_kib
+    goal("PSS per idle pooled sandbox", "<= 2 MiB",
+        per and fmt("%.2f MiB", per / 1024) or "n/a", per ~= nil and per <= 2048,
+        fmt("sum of Pss of the pool's processes / %d idle sandboxes", mem.idle))
+end
+
+-- ---------------------------------------------------------------- host description
+
+local function first_line(s) return (s:match("^[^\n]*")) end
+local host = {
+    date = os.date("!%Y-%m-%d %H:%M:%S UTC"),
+    kernel = B.capture("uname -srm"),
+    cpu = (B.capture("grep -m1 'model name' /proc/cpuinfo"):match(":%s*(.*)") or "?"),
+    cores = tonumber(B.capture("nproc")),
+    memory = fmt("%.1f GiB", (B.meminfo_kib("MemTotal") or 0) / 1048576),
+    os = B.capture(". /etc/os-release && echo \"$PRETTY_NAME\""),
+    python3 = B.capture(PY .. " --version"),
+    bwrap = have_bwrap and B.capture("/usr/bin/bwrap --version") or "not installed",
+    docker = DOCKER_BIN and (B.capture(DOCKER_BIN .. " version --format 'client {{.Client.Version}}, engine {{.Server.Version}}'")) or ("skipped: " .. tostring(DOCKER_SKIP)),
+    llmbox = first_line(B.capture(LLMBOX_BIN .. " --version")),
+    luajit = jit and jit.version or "?",
+    load = fmt("%s at start, %s at end", tostring(load_start), tostring((B.read_file("/proc/loadavg") or ""):match("^(%S+ %S+ %S+)"))),
+    cpu_pressure = fmt("%s at start; %s at end (after the benchmark's own parallel phase)", pressure_start, cpu_pressure()),
+    cgroups = B.capture("test -d /sys/fs/cgroup/memory && echo 'v1 (hybrid)' || echo v2"),
+    quick = QUICK,
+    elapsed_s = elapsed,
+}
+
+-- ---------------------------------------------------------------- output
+
+local function fnum(v, unit)
+    if v == nil then return "n/a" end
+    if unit == "runs/s" then return fmt("%.0f", v) end
+    if v >= 100 then return fmt("%.0f", v) end
+    if v >= 10 then return fmt("%.1f", v) end
+    return fmt("%.2f", v)
+end
+
+local function ci(r)
+    if not r.median then return "n/a" end
+    return fmt("%s [%s, %s]", fnum(r.median, r.unit), fnum(r.lo, r.unit), fnum(r.hi, r.unit))
+end
+
+local SECTIONS = {
+    { "latency", "Fresh sandbox running Python print(1): latency (ms)" },
+    { "session", "Inside an already-open session (ms)" },
+    { "copy", "Copies (ms; MiB/s from the median)" },
+    { "parallel", "Parallel fresh sandboxes, separate processes (throughput, runs/s, higher is better)" },
+}
+
+local md = {}
+local function out(s) md[#md + 1] = s end
+
+out("# llmbox benchmark results")
+out("")
+out(fmt("Generated by `make bench`%s on %s. Medians with bootstrap 95%% confidence intervals " ..
+    "(%d resamples); n = samples, p90 = 90th percentile.", QUICK and " (BENCH_QUICK=1)" or "", host.date, B.BOOT))
+out("")
+out("## Host")
+out("")
+out("| | |")
+out("|---|---|")
+local HOST_LABELS = { load = "load average (1, 5, 15 min)", cpu_pressure = "CPU pressure (/proc/pressure/cpu)" }
+for _, k in ipairs({ "os", "kernel", "cpu", "cores", "memory", "cgroups", "python3", "bwrap", "docker", "llmbox", "luajit", "load", "cpu_pressure" }) do
+    out(fmt("| %s | %s |", HOST_LABELS[k] or k, tostring(host[k])))
+end
+out(fmt("| benchmark wall time | %.0f s |", elapsed))
+out("")
+for _, sec in ipairs(SECTIONS) do
+    out("## " .. sec[2])
+    out("")
+    if sec[1] == "copy" then
+        out("| what | median [95% CI] | MiB/s | n | errors |")
+        out("|---|---|---|---|---|")
+    elseif sec[1] == "parallel" then
+        out("| what | runs/s median [95% CI] | repetitions | runs | failed |")
+        out("|---|---|---|---|---|")
+    else
+        out("| what | median [95% CI] | min | p90 | n | errors |")
+        out("|---|---|---|---|---|---|")
+    end
+    for _, r in ipairs(rows) do
+        if r.section == sec[1] then
+            if sec[1] == "copy" then
+                out(fmt("| %s | %s | %s | %d | %d |", r.label, ci(r), r.median and fmt("%.0f", r.mib / (r.median / 1000)) or "n/a", #r.samples, r.errors))
+            elseif sec[1] == "parallel" then
+                out(fmt("| %s | %s | %d | %d | %d |", r.label, ci(r), #r.samples, r.runs, r.failed))
+            else
+                out(fmt("| %s | %s | %s | %s | %d | %d |", r.label, ci(r), fnum(r.min), fnum(r.p90), #r.samples, r.errors))
+            end
+        end
+    end
+    if sec[1] == "latency" and DOCKER_SKIP then
+        out(fmt("| docker run | skipped: %s | | | | |", DOCKER_SKIP))
+    end
+    if sec[1] == "latency" and not have_bwrap then
+        out("| bwrap | skipped: /usr/bin/bwrap is not installed | | | | |")
+    end
+    out("")
+    if sec[1] == "latency" then
+        out("Where the time goes (medians of the parts of each sample, ms):")
+        out("")
+        out("| row | part | median [95% CI] |")
+        out("|---|---|---|")
+        for _, id in ipairs({ "pooled", "cold" }) do
+            local r = by_id[id]
+            for _, name in ipairs(r.parts and r.parts.order or {}) do
+                local m, lo, hi = B.median_ci(r.parts[name])
+                out(fmt("| %s | %s | %s [%s, %s] |", r.short, name, fnum(m), fnum(lo), fnum(hi)))
+            end
+        end
+        out("")
+    end
+end
+out("## Ratios of median latencies (lower is faster for the left side)")
+out("")
+out("| ratio | value [95% CI] |")
+out("|---|---|")
+for _, r in ipairs(ratios) do
+    out(fmt("| %s | %.3fx [%.3f, %.3f] |", r.label, r.ratio, r.lo, r.hi))
+end
+out("")
+out("## Memory of idle pooled sandboxes (PSS)")
+out("")
+out(fmt("A pool with min = %d, all prewarmed and idle (%d idle, %d starting). PSS summed over every " ..
+    "process below the pool's host process.", MEM_N, mem.idle, mem.starting))
+out("")
+out("| what | PSS |")
+out("|---|---|")
+out(fmt("| per idle pooled sandbox | %.2f MiB |", (mem.per_sandbox_kib or 0) / 1024))
+out(fmt("| all %d sandboxes | %.2f MiB (%d processes) |", mem.idle, mem.sandbox_pss_kib / 1024, #mem.processes))
+local comms = {}
+for c in pairs(mem.by_comm) do comms[#comms + 1] = c end
+table.sort(comms)
+for _, c in ipairs(comms) do
+    out(fmt("| of which `%s` processes | %d, %.2f MiB |", c, mem.by_comm[c].n, mem.by_comm[c].kib / 1024))
+end
+out(fmt("| the host process holding the pool (llmbox script) | %.2f MiB |", (mem.host_pss_kib or 0) / 1024))
+out("")
+out("## Goals")
+out("")
+out("| goal | target | measured | result | how |")
+out("|---|---|---|---|---|")
+for _, g in ipairs(goals) do
+    out(fmt("| %s | %s | %s | **%s** | %s |", g.name, g.target, g.value, g.pass and "PASS" or "MISS", g.detail))
+end
+out("")
+out("## What the rows measure")
+out("")
+out("- *bare python3*: `posix_spawn` of `/usr/bin/python3 -c 'print(1)'` until it is reaped (no shell).")
+out("- *llmbox pooled*: `llmbox.session{ pool = p }` + `s:run(\"print(1)\")` with " ..
+    "`p = llmbox.pool{ lang = \"python\", min = 2, max = 4 }`; the lease's first run uses an interpreter " ..
+    "prestarted in a fresh jail (every result checked: stdout `1`, `warm == true`). `s:close()`, which " ..
+    "refills the pool, is not timed; before every sample of every row the benchmark waits until no " ..
+    "refill is still starting.")
+out("- *llmbox cold*: `llmbox.session{ lang = \"python\" }` + `s:run` + `s:close()` in the benchmark's process.")
+out("- *llmbox CLI*: the `llmbox run -c 'print(1)'` process, including LuaJIT and library start-up.")
+out("- *bwrap*: bubblewrap with the same namespaces and read-only mounts (see `BWRAP` in bench/bench.lua); " ..
+    "it installs no seccomp filter and no cgroup/rlimit limits, which llmbox does.")
+out("- *docker*: `docker run --rm --network none` of a local Debian bookworm minbase image with python3 " ..
+    "(built offline by bench/docker-setup.sh).")
+out("- *parallel*: N separate `llmbox script bench/worker.lua MODE` processes released together by a " ..
+    "start barrier, each starting fresh sandboxes one after another for " .. fmt("%.1f", N.par_ms / 1000) ..
+    " s; runs/s = all completed runs / (last finish - first start). The pooled workers each own a pool " ..
+    "(min 2, max 4), so the refill done by `close()` is included.")
+out("")
+local md_text = table.concat(md, "\n")
+
+-- stdout: the same tables
+io.stdout:write("\n", md_text, "\n")
+
+local function write(path, s)
+    local f = assert(io.open(path, "wb"))
+    f:write(s)
+    f:close()
+end
+write(RESULTS .. "/results.md", md_text)
+
+local jrows = {}
+for _, r in ipairs(rows) do
+    jrows[#jrows + 1] = { id = r.id, label = r.label, section = r.section, unit = r.unit, n = #r.samples,
+        errors = r.errors, median = r.median, ci95 = r.median and { r.lo, r.hi } or nil, p90 = r.p90,
+        min = r.min, mib_per_s = r.mib and r.median and r.mib / (r.median / 1000) or nil,
+        samples = r.samples }
+    if r.parts then
+        local parts = {}
+        for _, name in ipairs(r.parts.order) do
+            local m, lo, hi = B.median_ci(r.parts[name])
+            parts[#parts + 1] = { part = name, median = m, ci95 = { lo, hi } }
+        end
+        jrows[#jrows].parts = parts
+    end
+end
+write(RESULTS .. "/results.json", json.encode({
+    host = host, quick = QUICK, bootstrap_resamples = B.BOOT, rows = jrows, ratios = ratios,
+    memory = { pool_min = MEM_N, idle = mem.idle, per_sandbox_kib = mem.per_sandbox_kib,
+        sandbox_pss_kib = mem.sandbox_pss_kib, host_pss_kib = mem.host_pss_kib, processes = mem.processes },
+    goals = goals, docker_skipped = DOCKER_SKIP, pool_stats_after_latency = pool_stats,
+}) .. "\n")
+
+-- ---------------------------------------------------------------- chart
+
+local dat = {}
+local ymax = 0
+for _, r in ipairs(rows) do
+    if (r.section == "latency" or r.section == "session") and r.median then
+        dat[#dat + 1] = fmt("\"%s\" %.4f %.4f %.4f", r.short, r.median, r.lo, r.hi)
+        ymax = math.max(ymax, r.hi)
+    end
+end
+write(RESULTS .. "/latency.dat", "# label median ci_low ci_high (ms)\n" .. table.concat(dat, "\n") .. "\n")
+local gp = {
+    "set terminal pngcairo size 1100,620 font 'DejaVu Sans,10'",
+    fmt("set output '%s/latency.png'", RESULTS),
+    fmt("set title \"Python print(1): median latency with bootstrap 95%% CI (%s, %d cores, %s)\"",
+        host.cpu:gsub("\"", ""), host.cores or 0, host.date:sub(1, 10)),
+    "set ylabel 'milliseconds (log scale)'",
+    "set logscale y",
+    fmt("set yrange [0.5:%g]", ymax * 5),
+    "set style data histogram",
+    "set style histogram errorbars gap 1 lw 1.5",
+    "set style fill solid 0.75 border -1",
+    "set boxwidth 0.8",
+    "set xtics rotate by -25 scale 0 font ',9'",
+    "set grid ytics",
+    "set bmargin 7",
+    "set key top left opaque box",
+    fmt("plot '%s/latency.dat' using 2:3:4:xtic(1) lc rgb '#3b75af' title 'median, 95%% CI', "
+        .. "'' using 0:($4*1.18):(sprintf('%%.1f', $2)) with labels notitle, "
+        .. "3 with lines dt 2 lw 1.5 lc rgb '#c0392b' title 'fast-path goal: 3 ms'", RESULTS),
+}
+write(RESULTS .. "/latency.gp", table.concat(gp, "\n") .. "\n")
+local gnuplot_ok = os.execute("gnuplot '" .. RESULTS .. "/latency.gp'")
+if gnuplot_ok ~= 0 and gnuplot_ok ~= true then
+    log("bench: gnuplot failed or is not installed: no latency.png")
+end
+os.remove(RESULTS .. "/latency.gp")
+
+log("bench: done in %.0f s; wrote %s/results.md, results.json, latency.png, latency.dat", elapsed, RESULTS)
+return 0

@@ -651,6 +651,10 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 	res->duration_ms = now_ms() - p->start;
 	lb_error rep;
 	bool setup_failed = lb_read_report(p->report, &rep);
+	/* Read before the cgroup may go to the graveyard below. */
+	bool oom = false, pids_max = false;
+	uint64_t peak = 0;
+	lb_cgroup_read(&p->cg, &oom, &pids_max, &peak);
 	/* A prestarted run that ended normally is collected later (see bury). */
 	if (!(p->prestarted && got_status && !killed && !setup_failed && bury(p))) {
 		while (waitpid(p->c1, NULL, 0) < 0 && errno == EINTR)
@@ -688,9 +692,6 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 		res->exit_code = 128 + SIGKILL;
 	}
 
-	bool oom = false, pids_max = false;
-	uint64_t peak = 0;
-	lb_cgroup_read(&p->cg, &oom, &pids_max, &peak);
 	if (peak)
 		res->max_rss = peak;
 	if (res->limit == LB_LIMIT_NONE) {

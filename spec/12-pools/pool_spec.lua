@@ -501,3 +501,20 @@ describe("pool policies #unpriv", function()
         os.remove(path)
     end)
 end)
+
+describe("pool warm runs and cgroup limits", function()
+    it("reports the memory cgroup's OOM kill of a warm run as limit = memory", function()
+        if require("llmbox.core").cgroup() == 0 then
+            pending("no usable memory cgroup on this host: nothing kills, allocation fails instead")
+            return
+        end
+        local p = assert(llmbox.pool({ lang = "python", min = 1, max = 1 }))
+        wait_ready(p)
+        local r = lease_run(p, "x = bytearray(900 * 1024 * 1024)\nprint('survived')")
+        p:close()
+        assert.is_true(r.warm)
+        assert.equal("memory", r.limit)
+        assert.equal(137, r.exit_code)
+        assert.equal("", r.stdout)
+    end)
+end)

@@ -149,11 +149,21 @@ function _M.argv(recipe, file, args, template)
     return argv
 end
 
+-- Shipped files are read once per process: every run writes them, and they do not change
+-- under a running program (an operator edits them between deployments).
+local shipped = {}
+
 local function add_shipped(files, recipe, list)
     for _, h in ipairs(list) do
-        local f = assert(io.open(recipe.path:match("^(.*)/[^/]*$") .. "/" .. recipe.name .. "/" .. h.src, "rb"))
-        files[#files + 1] = { path = h.dst, data = f:read("*a"), mode = 420 }
-        f:close()
+        local src = recipe.path:match("^(.*)/[^/]*$") .. "/" .. recipe.name .. "/" .. h.src
+        local data = shipped[src]
+        if not data then
+            local f = assert(io.open(src, "rb"))
+            data = f:read("*a")
+            f:close()
+            shipped[src] = data
+        end
+        files[#files + 1] = { path = h.dst, data = data, mode = 420 }
     end
     return files
 end

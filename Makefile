@@ -105,12 +105,13 @@ format:
 	clang-format -i $(CORE_SRC) runtime/main.c $(HEADERS)
 
 install: $(BIN) $(MODULE)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR) $(DESTDIR)$(DATADIR)/policies
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR) $(DESTDIR)$(DATADIR)/policies/pools
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/llmbox
 	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/llmbox/core.so
 	cd lua && find llmbox -type d -exec install -d $(DESTDIR)$(LUADIR)/{} \;
 	cd lua && find llmbox -type f -exec install -m 0644 {} $(DESTDIR)$(LUADIR)/{} \;
 	install -m 0644 policies/*.lua $(DESTDIR)$(DATADIR)/policies/
+	install -m 0644 policies/pools/*.lua $(DESTDIR)$(DATADIR)/policies/pools/
 
 uninstall:
 	rm -rf $(DESTDIR)$(BINDIR)/llmbox $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR)/llmbox $(DESTDIR)$(DATADIR)

@@ -25,6 +25,23 @@ describe("installation", function()
         ok, out = sh(q(root .. "/bin/llmbox") .. " run -p strict -c 'print(6*7)'")
         assert.is_true(ok, out)
         assert.equal("42\n", out)
+        -- pools find the installed pool policies and the warm start's files
+        local script = helpers.write(os.tmpname() .. ".lua", [[
+local p = assert(llmbox.pool({ lang = "python", min = 1, max = 1 }))
+local s = assert(llmbox.session({ pool = p }))
+local r = assert(s:run("print(7)"))
+io.write(r.stdout, tostring(r.warm), "\n")
+s:close()
+p:close()
+]])
+        ok, out = sh(q(root .. "/bin/llmbox") .. " script " .. q(script))
+        os.remove(script)
+        assert.is_true(ok, out)
+        assert.equal("7\ntrue\n", out)
+        -- and the MCP tools are there
+        ok, out = sh(q(root .. "/bin/llmbox") .. " tools --format anthropic")
+        assert.is_true(ok, out)
+        assert.matches('"name":"execute_code"', out, 1, true)
         -- plain LuaJIT loads the installed module
         ok, out = sh("cd / && LUA_PATH=" .. q(root .. "/share/lua/5.1/?.lua;" .. root .. "/share/lua/5.1/?/init.lua;;")
             .. " LUA_CPATH=" .. q(root .. "/lib/lua/5.1/?.so;;")
@@ -42,6 +59,14 @@ describe("installation", function()
         ok, out = sh(q(tree .. "/bin/llmbox") .. " run -c 'print(\"rock\")'")
         assert.is_true(ok, out)
         assert.equal("rock\n", out)
+        local script = helpers.write(os.tmpname() .. ".lua",
+            'local p = assert(llmbox.pool({ lang = "python", min = 1, max = 1 }))\n'
+            .. 'local s = assert(llmbox.session({ pool = p }))\n'
+            .. 'io.write(assert(s:run("print(8)")).stdout)\ns:close()\np:close()\n')
+        ok, out = sh(q(tree .. "/bin/llmbox") .. " script " .. q(script))
+        os.remove(script)
+        assert.is_true(ok, out)
+        assert.equal("8\n", out)
         ok, out = sh("cd / && LUA_PATH=" .. q(tree .. "/share/lua/5.1/?.lua;" .. tree .. "/share/lua/5.1/?/init.lua;;")
             .. " LUA_CPATH=" .. q(tree .. "/lib/lua/5.1/?.so;;")
             .. [[ luajit -e 'print(require("llmbox").VERSION)']])

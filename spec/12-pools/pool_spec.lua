@@ -414,7 +414,7 @@ io.stdout:write(ffi.C.getpid(), "\n")
 io.stdout:flush()
 os.execute("sleep 60")
 ]])
-        local f = io.popen(helpers.shell_quote(helpers.bin) .. " script " .. helpers.shell_quote(script))
+        local f = io.popen("exec " .. helpers.shell_quote(helpers.bin) .. " script " .. helpers.shell_quote(script))
         local caller = tonumber(f:read("*l"))
         assert.is_number(caller)
         -- the caller's descendants: its two prestarted interpreters

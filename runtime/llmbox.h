@@ -130,7 +130,11 @@ typedef struct lb_run_spec {
 	 * installs that a policy allows. Everything else about the jail stays. */
 	bool host_network;
 	/* Prestarted run (lb_run_begin only): the program gets fd 3, a socket on which it writes
-	 * the byte 'R' once it is ready, then reads its request until EOF (see lb_run_finish). */
+	 * the byte 'R' once it is ready, then reads its request until EOF (see lb_run_finish).
+	 * When done it may close its stdout and stderr and write one line on that socket,
+	 * "exit STATUS UTIME_US STIME_US MAXRSS_KB PROBE\n": the run then ends at once (what is
+	 * left of it is killed) instead of after the interpreter's own teardown. The program can
+	 * only misreport its own result this way; the kernel's status wins when it comes first. */
 	bool prestart;
 	/* A directory checked when the program ends (lb_result.probe_found): callers skip copying
 	 * out results that are not there, e.g. plots. NULL: none. */

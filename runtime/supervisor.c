@@ -524,7 +524,8 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 			}
 			off += (size_t)w;
 		}
-		close_fd(&p->ctl);
+		/* EOF for the program; the socket stays open for its exit report (see llmbox.h) */
+		shutdown(p->ctl, SHUT_WR);
 		p->start = now_ms(); /* its wall clock starts with the request */
 	}
 
@@ -535,8 +536,10 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 	bool killed = false, got_status = false, aborted = false;
 	double pids_checked = p->start;
 	struct status_msg final = {0};
-	int fdv[4] = {p->out, p->err, p->status, p->in};
-	p->out = p->err = p->status = p->in = -1; /* owned by fdv from here */
+	int fdv[5] = {p->out, p->err, p->status, p->in, p->ctl};
+	p->out = p->err = p->status = p->in = p->ctl = -1; /* owned by fdv from here */
+	char report_line[128];
+	size_t report_len = 0;
 	if (fdv[3] >= 0 && (!io->stdin_data || io->stdin_len == 0)) {
 		close(fdv[3]);
 		fdv[3] = -1;
@@ -553,8 +556,8 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 	/* Done when the output has ended and the status is in: the status pipe's own EOF waits for
 	 * the teardown of the run's namespaces, which the result does not need. */
 	while (fdv[0] >= 0 || fdv[1] >= 0 || (fdv[2] >= 0 && !got_status)) {
-		struct pollfd pf[4];
-		for (int i = 0; i < 4; i++) {
+		struct pollfd pf[5];
+		for (int i = 0; i < 5; i++) {
 			pf[i].fd = fdv[i];
 			pf[i].events = i == 3 ? POLLOUT : POLLIN;
 			pf[i].revents = 0;
@@ -567,7 +570,7 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 			int l = left <= 0 ? 0 : (int)left + 1;
 			wait = wait < 0 || l < wait ? l : wait;
 		}
-		int n = poll(pf, 4, wait);
+		int n = poll(pf, 5, wait);
 		if (n < 0 && errno != EINTR) {
 			lb_fail_sys(err, errno, "poll");
 			KILL_TREE();
@@ -618,7 +621,7 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 				if (killed)
 					kill(c2, SIGKILL);
 			} else if (r == (ssize_t)sizeof m && m.kind == 2) {
-				final = m;
+				final = m; /* the kernel's word wins over the program's report */
 				got_status = true;
 			} else {
 				close_fd(&fdv[2]);
@@ -632,6 +635,37 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 			if ((w < 0 && errno != EAGAIN && errno != EINTR) ||
 			    stdin_off >= io->stdin_len)
 				close_fd(&fdv[3]);
+		}
+		if (fdv[4] >= 0 && (pf[4].revents & (POLLIN | POLLHUP | POLLERR))) {
+			ssize_t r = read(fdv[4], report_line + report_len,
+					 sizeof report_line - 1 - report_len);
+			if (r > 0)
+				report_len += (size_t)r;
+			report_line[report_len] = '\0';
+			int code, probe;
+			unsigned long long ut, st, rss;
+			if (!got_status && !killed && strchr(report_line, '\n') &&
+			    sscanf(report_line, "exit %d %llu %llu %llu %d", &code, &ut, &st, &rss,
+				   &probe) == 5 &&
+			    code >= 0 && code <= 255) {
+				/* The program is done and says how; what is left of the run would
+				 * die with its init anyway: end it now instead of waiting for the
+				 * interpreter's teardown. */
+				final.wstatus = code << 8;
+				final.ru.ru_utime.tv_sec = (time_t)(ut / 1000000);
+				final.ru.ru_utime.tv_usec = (suseconds_t)(ut % 1000000);
+				final.ru.ru_stime.tv_sec = (time_t)(st / 1000000);
+				final.ru.ru_stime.tv_usec = (suseconds_t)(st % 1000000);
+				final.ru.ru_maxrss = (long)rss;
+				final.probe = probe != 0;
+				got_status = true;
+				kill(p->c1, SIGKILL);
+				if (c2 > 0)
+					kill(c2, SIGKILL);
+			}
+			if (r <= 0 || strchr(report_line, '\n') ||
+			    report_len >= sizeof report_line - 1)
+				close_fd(&fdv[4]);
 		}
 		if (!killed && deadline && now_ms() >= deadline) {
 			KILL_TREE();
@@ -650,7 +684,7 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 		}
 	}
 #undef KILL_TREE
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		close_fd(&fdv[i]);
 	res->duration_ms = now_ms() - p->start;
 	lb_error rep;

@@ -93,6 +93,50 @@ describe("pool warm leases #unpriv", function()
         assert.equal("kept", r.stdout)
     end)
 
+    it("a program that forges its exit report only ends its own run early", function()
+        -- find the supervisor's socket, claim to be done, then keep running
+        local code = [[
+import os, stat, time
+for fd in os.listdir('/proc/self/fd'):
+    try:
+        if stat.S_ISSOCK(os.fstat(int(fd)).st_mode):
+            os.write(int(fd), b"exit 0 0 0 0 0\n")
+    except OSError:
+        pass
+os.close(1)
+os.close(2)
+while True:
+    time.sleep(0.01)
+]]
+        -- a pool of its own with nothing kept ready: the only warm interpreter is this lease's
+        local before = {}
+        for _, pid in ipairs(descendants_matching("llmbox_warm")) do before[pid] = true end
+        local own = assert(llmbox.pool({ lang = "python", min = 0, max = 1 }))
+        local s = assert(llmbox.session({ pool = own }))
+        local mine = {}
+        for _, pid in ipairs(descendants_matching("llmbox_warm")) do
+            if not before[pid] then mine[#mine + 1] = pid end
+        end
+        assert.equal(1, #mine)
+        local t = helpers.now()
+        local r = assert(s:run(code, { timeout = 20 }))
+        assert.is_true(r.warm)
+        assert.equal(0, r.exit_code)
+        assert.is_nil(r.limit)
+        assert.is_true(helpers.now() - t < 5, "the run should end at the report, not at the timeout")
+        -- the still-running program was killed with its run (the lease is still open)
+        local left
+        for _ = 1, 50 do
+            local st = helpers.read("/proc/" .. mine[1] .. "/stat")
+            left = (st and not st:match("^%d+ %b() Z")) and 1 or 0
+            if left == 0 then break end
+            sleep(0.05)
+        end
+        s:close()
+        own:close()
+        assert.equal(0, left, "the program that lied about its exit is still running")
+    end)
+
     it("applies the run's timeout to a warm run", function()
         wait_ready(p)
         local r = lease_run(p, "import time\ntime.sleep(30)", { timeout = 0.5 })

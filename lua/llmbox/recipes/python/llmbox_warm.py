@@ -5,9 +5,16 @@
 # the plot hooks) has already happened, which is the point: it costs ~25 ms otherwise.
 #
 # Protocol (fd 3, a socket to the supervisor): write b"R" once ready, then read the request until
-# EOF: b"1\0" FILE b"\0" CWD b"\0" NARGS b"\0" (ARG b"\0") * NARGS, then the code.
+# EOF: b"1\0" FILE b"\0" CWD b"\0" NARGS b"\0" (ARG b"\0") * NARGS, then the code. When the
+# program is done, report "exit STATUS UTIME_US STIME_US MAXRSS_KB PROBE\n" on the same socket
+# (see llmbox.h) so the result does not wait for this interpreter's teardown.
+import fcntl
 import os
 import sys
+
+# The plots directory the supervisor would probe, read before the program can change os.environ.
+_LLMBOX_PROBE = os.environ.get("LLMBOX_PLOTS_DIR")
+_LLMBOX_CTL = []
 
 
 def _llmbox_request():
@@ -18,7 +25,9 @@ def _llmbox_request():
         if not b:
             break
         chunks.append(b)
-    os.close(3)  # the program must not inherit its supervisor's socket
+    # Off fd 3, which a program started cold would find free, and never inherited by children.
+    _LLMBOX_CTL.append(fcntl.fcntl(3, fcntl.F_DUPFD_CLOEXEC, 10))
+    os.close(3)
     data = b"".join(chunks)
     version, path, cwd, nargs, rest = data.split(b"\0", 4)
     if version != b"1":
@@ -71,7 +80,35 @@ def _llmbox_exit(status):
             stream.flush()
         except Exception:
             pass
+    if _LLMBOX_CTL:
+        try:
+            _llmbox_report(status)
+        except Exception:
+            pass  # the supervisor then waits for the exit itself
     os._exit(status)
+
+
+def _llmbox_report(status):
+    t = os.times()
+    user = int((t.user + t.children_user) * 1e6)
+    system = int((t.system + t.children_system) * 1e6)
+    rss = 0
+    with open("/proc/self/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"VmHWM:"):
+                rss = int(line.split()[1])
+    probe = 0
+    if _LLMBOX_PROBE:
+        try:
+            probe = 1 if os.listdir(_LLMBOX_PROBE) else 0
+        except OSError:
+            pass
+    for fd in (1, 2):  # the end of the output: nothing more comes from this process
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    os.write(_LLMBOX_CTL[0], b"exit %d %d %d %d %d\n" % (status, user, system, rss, probe))
 
 
 def _llmbox_status(code):

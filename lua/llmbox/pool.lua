@@ -277,7 +277,8 @@ function Pool:acquire(opts)
     if self.closed then return nil, "pool is closed" end
     self.counters.acquired = self.counters.acquired + 1
     self.demand[#self.demand + 1] = now_ms()
-    local slot = self:_take_idle()
+    -- callers already waiting go first: a newcomer never takes a sandbox ahead of them
+    local slot = #self.waiters == 0 and self:_take_idle() or nil
     if slot then
         self.counters.hits = self.counters.hits + 1
     elseif self.n_busy < self.settings.max and #self.waiters == 0 then

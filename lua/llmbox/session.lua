@@ -367,6 +367,12 @@ function Session:install(packages, opts)
         local ok, why = artifacts.valid_package_name(p)
         if not ok then return nil, format("install: package %d (%q) %s", i, tostring(p), why) end
     end
+    -- a prestarted interpreter looked for the install directory before it existed (and cached
+    -- that): the next run starts cold instead
+    if self._warm then
+        self._warm.pending:abandon()
+        self._warm = nil
+    end
     local sources = lib.sources[recipe.name] or {}
     if recipe.name == "python" and not sources.find_links then sources.find_links = {} end
     local argv = recipe.install(packages, sources)

@@ -51,6 +51,16 @@ describe("libraries", function()
             assert.is_true(r.warm)
         end
         p:close()
+        -- installing into a lease drops its warm interpreter, which could not import the library
+        p = assert(llmbox.pool({ lang = "python", policy = pol, min = 1, max = 1 }))
+        local s = assert(llmbox.session({ pool = p }))
+        local inst = assert(s:install({ "llmboxdemo==1.0" }))
+        assert.equal(0, inst.exit_code, inst.stderr)
+        local r = assert(s:run("import llmboxdemo; print(llmboxdemo.answer())"))
+        s:close()
+        p:close()
+        assert.is_nil(r.warm)
+        assert.equal("42\n", r.stdout, r.stderr)
         local bad
         p, bad = llmbox.pool({ lang = "python", policy = pol, min = 1, libraries = { "no-such-package" } })
         assert.is_nil(p)

@@ -199,7 +199,8 @@ print(len(open('blob', 'rb').read()))
 
     it("cancels a run: the run's processes go away, no result arrives, the server goes on", function()
         local n = tostring(math.random(1000, 9999))
-        local out = sdk.run("cancel", { argv = { "sleep", "25." .. n },
+        -- no warm workers: this counts the server's workers (warm_spec covers those)
+        local out = sdk.run("cancel", { argv = { "sleep", "25." .. n }, env = { LLMBOX_MCP_WARM = "0" },
             arguments = { code = "sleep 25." .. n, language = "shell" } })
         assert.is_nil(out.error, out.error)
         assert.is_number(out.seen_ms, "the run never started")
@@ -215,6 +216,7 @@ print(len(open('blob', 'rb').read()))
     it("cancelling a run in a session closes that session", function()
         local n = tostring(math.random(1000, 9999))
         local out = sdk.run("cancel", { argv = { "sleep", "24." .. n }, tool = "run_in_session",
+            env = { LLMBOX_MCP_WARM = "0" },
             session = { language = "shell" }, arguments = { code = "sleep 24." .. n } })
         assert.is_nil(out.error, out.error)
         assert.is_number(out.seen_ms, "the run never started")

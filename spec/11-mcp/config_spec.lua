@@ -31,6 +31,7 @@ describe("mcp configuration #unpriv", function()
             { "SANDBOX_CAP_DROP='ALL,bad cap!'", "is not a capability name" },
             { "LLMBOX_POLICY=no-such-policy", 'no policy named "no-such-policy"' },
             { "LLMBOX_MCP_SESSION_IDLE=-5", "expected a positive number" },
+            { "LLMBOX_MCP_WARM=lots", "expected a whole number from 0 (off) to 64" },
         }
         for _, case in ipairs(cases) do
             local status, out, err = start(case[1])

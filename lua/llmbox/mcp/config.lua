@@ -22,7 +22,7 @@ _M.VARIABLES = {
     "BACKEND", "SANDBOX_NETWORK_MODE", "SANDBOX_READ_ONLY", "SANDBOX_MEMORY", "SANDBOX_MEM_LIMIT",
     "SANDBOX_CPUS", "SANDBOX_CPU_COUNT", "SANDBOX_CAP_DROP", "SANDBOX_SECURITY_OPT",
     "SANDBOX_PRIVILEGED", "LLMBOX_POLICY", "LLMBOX_MCP_POLICIES", "LLMBOX_MCP_SESSION_IDLE",
-    "LLMBOX_MCP_MAX_SESSIONS", "LLMBOX_MCP_MAX_RUNS",
+    "LLMBOX_MCP_MAX_SESSIONS", "LLMBOX_MCP_MAX_RUNS", "LLMBOX_MCP_WARM",
 }
 
 local TRUE = { ["true"] = true, ["1"] = true, yes = true, on = true }
@@ -195,6 +195,16 @@ function checks.LLMBOX_MCP_MAX_RUNS(v, cfg)
     return true
 end
 
+-- Workers kept per language with a pool of ready, warm sandboxes (the fast path); 0 turns it off.
+function checks.LLMBOX_MCP_WARM(v, cfg)
+    local n = tonumber(v)
+    if not n or n ~= math.floor(n) or n < 0 or n > 64 then
+        return nil, format("LLMBOX_MCP_WARM=%q: expected a whole number from 0 (off) to 64", v)
+    end
+    cfg.warm = n
+    return true
+end
+
 -- The policy as sessions get it: loaded by name or path, with the environment's overrides. An
 -- override may only lower a limit: the policy is the operator's ceiling.
 function _M.load_policy(cfg, name)
@@ -219,7 +229,7 @@ function _M.from_env(env)
     local cfg = {
         backend = "native", network = "none", memory = nil,
         policy = "default", policies = nil,
-        session_idle = 600, max_sessions = 16, max_runs = 8,
+        session_idle = 600, max_sessions = 16, max_runs = 8, warm = 2,
         notes = {},
     }
     local errors = {}

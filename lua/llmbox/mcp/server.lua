@@ -61,6 +61,8 @@ local S = {
     nsessions = 0,
     workers = {},            -- every live worker (for shutdown)
     running = 0,             -- one-shot runs in progress
+    warm_idle = {},          -- language -> idle workers holding a pool of ready sandboxes
+    warm_count = {},         -- language -> live such workers
     waiting = {},            -- one-shot runs waiting for a slot (max_runs)
     closing = false,
     next_id = 0,
@@ -236,10 +238,9 @@ local function descendants(pid)
     return out
 end
 
--- Kills the worker and its whole tree. The worker's death alone should end its run (the jail's
--- processes have PR_SET_PDEATHSIG), but the run's init loses that setting when it switches to
--- the sandbox user, so the run's init (pid 1 of its namespace; killing it ends every process in
--- the namespace) and the supervisor are killed here too, from a snapshot taken first.
+-- Kills the worker and its whole tree. The worker's death alone ends its runs (every process of a
+-- run has PR_SET_PDEATHSIG, re-armed after the switch to the sandbox user); killing the tree too,
+-- from a snapshot taken first, does not depend on that.
 function Worker:kill()
     if self.alive then
         self.killed = true
@@ -340,6 +341,61 @@ local function open_worker(call, lang, policy)
     return w
 end
 
+-- The fast path for execute_code: workers that each hold a small pool of ready sandboxes (with the
+-- interpreter already started, where the language can), reused from call to call; every call
+-- still gets a fresh, never-used sandbox. At most LLMBOX_MCP_WARM per language; beyond that,
+-- calls get one-shot workers.
+local function warm_capable(lang)
+    local r = require("llmbox.recipes").get(lang)
+    return r and r.warm and r.name or nil
+end
+
+local function take_warm_worker(lang)
+    local idle = S.warm_idle[lang]
+    while idle and #idle > 0 do
+        local w = table.remove(idle)
+        if w.alive then return w end
+    end
+end
+
+local function start_warm_worker(lang)
+    if S.cfg.warm <= 0 or (S.warm_count[lang] or 0) >= S.cfg.warm then return nil end
+    local w = spawn_worker()
+    if not w then return nil end
+    S.warm_count[lang] = (S.warm_count[lang] or 0) + 1
+    w.warm_lang = lang
+    w.on_exit = function() S.warm_count[lang] = S.warm_count[lang] - 1 end
+    local res, err = w:request({ op = "open", lang = lang, policy = S.cfg.policy, memory = S.cfg.memory,
+        backend = S.cfg.backend, pool = true })
+    if not res then
+        log("a warm %s worker could not start: %s", lang, tostring(err))
+        w:kill()
+        return nil
+    end
+    return w
+end
+
+local function give_back(w)
+    if w.alive and not S.closing then
+        local idle = S.warm_idle[w.warm_lang] or {}
+        S.warm_idle[w.warm_lang] = idle
+        idle[#idle + 1] = w
+    else
+        w:close()
+    end
+end
+
+--- Starts one warm Python worker ahead of the first call (from the main loop, after config).
+function _M.prewarm()
+    if S.cfg.warm <= 0 or not warm_capable("python") then return end
+    local co = co_create(function()
+        local w = start_warm_worker("python")
+        if w then give_back(w) end
+    end)
+    local ok, err = co_resume(co)
+    if not ok then log("prewarming failed: %s", tostring(err)) end
+end
+
 local function release_slot()
     local nxt = table.remove(S.waiting, 1)
     if nxt then
@@ -370,11 +426,19 @@ function handlers.execute_code(args, call)
     if not acquire_slot(call) then return nil end
     local ok, result = pcall(function()
         progress(call, "starting the sandbox")
-        local w, err = open_worker(call, args.language or "python", S.cfg.policy)
-        if not w then return tool_error(err) end
+        local lang = args.language or "python"
+        local warm_lang = warm_capable(lang)
+        local w = warm_lang and (take_warm_worker(warm_lang) or start_warm_worker(warm_lang))
+        local err
+        if w then
+            call.worker = w
+        else
+            w, err = open_worker(call, lang, S.cfg.policy)
+            if not w then return tool_error(err) end
+        end
         local res, rerr, raw = w:request({ op = "run", code = args.code, libraries = args.libraries,
             timeout = args.timeout, stream = call.token ~= nil }, output_progress(call))
-        w:close()
+        if w.warm_lang then give_back(w) else w:close() end
         if not res then return worker_error(rerr, raw) end
         return run_result(res)
     end)
@@ -796,6 +860,10 @@ local function shutdown()
     if S.closing then return end
     S.closing = true
     for _, sess in pairs(S.sessions) do close_session(sess, "the server is stopping") end
+    for _, idle in pairs(S.warm_idle) do
+        for _, w in ipairs(idle) do w:close() end
+    end
+    S.warm_idle = {}
     for _, call in pairs(S.inflight) do
         call.cancelled = true
         if call.worker then call.worker:kill() end
@@ -893,6 +961,7 @@ local function serve()
         sig:start(signame, function() log("%s, stopping", signame); shutdown() end)
         sig:unref()
     end
+    _M.prewarm()
     uv.run("default")
 end
 

@@ -6,6 +6,8 @@
 --
 -- Protocol: one JSON object per line on stdin, answered in order on stdout.
 --   {"id":1,"op":"open","lang":"python","policy":"default","memory":N}  -> {"id":1,"result":{...}}
+--        ("pool":true: instead of one session, a pool of two ready sandboxes; each run then gets a
+--        fresh sandbox, warm-started where the language can, and the pool refills after answering)
 --   {"id":2,"op":"run","code":"...","libraries":[...],"timeout":5,"stream":true}
 --        -> {"id":2,"event":"phase","phase":"install"}, {"id":2,"event":"stdout","data":"..."}, ...
 --        -> {"id":2,"result":{exit_code, stdout, ..., plots = [{format, data (base64), ...}]}}
@@ -62,11 +64,20 @@ local Worker = {}
 Worker.__index = Worker
 
 function Worker:open(req)
-    if self.session then return nil, "a session is already open in this worker" end
+    if self.session or self.pool then return nil, "a session is already open in this worker" end
     local llmbox = require "llmbox"
     local config = require "llmbox.mcp.config"
     local p, err = config.load_policy({ memory = req.memory }, req.policy or "default")
     if not p then return nil, err end
+    if req.pool then
+        local pool
+        -- two ready sandboxes: back-to-back calls find one while the other refills
+        pool, err = llmbox.pool({ lang = req.lang, policy = p, backend = req.backend or "native",
+            min = 2, max = 2 })
+        if not pool then return nil, err end
+        self.pool = pool
+        return { language = pool.recipe.name, policy = p.name, pooled = true }
+    end
     local s
     s, err = llmbox.session({ lang = req.lang, policy = p, backend = req.backend or "native" })
     if not s then return nil, err end
@@ -76,6 +87,13 @@ end
 
 function Worker:run(req)
     local s = self.session
+    if not s and self.pool then
+        -- a fresh sandbox for this run; given back (and the pool refilled) after the answer
+        local err
+        s, err = self.pool:acquire()
+        if not s then return nil, err end
+        self.lease = s
+    end
     if not s then return nil, "no session: send open first" end
     if type(req.code) ~= "string" then return nil, "run: code must be a string" end
     local stream = req.stream
@@ -168,9 +186,14 @@ function _M.main(args)
                     send({ id = req.id, result = res })
                 end
             end
+            if self.lease then
+                self.lease:close()
+                self.lease = nil
+            end
         end
     end
     if self.session then self.session:close() end
+    if self.pool then self.pool:close() end
     return 0
 end
 

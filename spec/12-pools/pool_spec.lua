@@ -23,20 +23,24 @@ local function lease_run(p, code, opts)
     return r
 end
 
--- pids of the descendants of `root` (default: this process) whose command line contains `needle`
+-- pids of the live descendants of `root` (default: this process) whose command line contains
+-- `needle`, read from /proc (a `ps` through a shell would count itself)
 local function descendants_matching(needle, root)
-    local parent = {}
-    local p = io.popen("ps -e -o pid=,ppid=")
-    for line in p:lines() do
-        local pid, ppid = line:match("(%d+)%s+(%d+)")
-        parent[tonumber(pid)] = tonumber(ppid)
+    local core = require "llmbox.core"
+    local parent, zombie = {}, {}
+    for _, name in ipairs(core.listdir("/proc") or {}) do
+        local stat = name:match("^%d+$") and helpers.read("/proc/" .. name .. "/stat")
+        if stat then
+            local state, ppid = stat:match("^.*%) (%S+) (%d+)")
+            parent[tonumber(name)] = tonumber(ppid)
+            zombie[tonumber(name)] = state == "Z"
+        end
     end
-    p:close()
     local me, out = root or ffi.C.getpid(), {}
     for pid in pairs(parent) do
         local x, n = pid, 0
         while x and x > 1 and x ~= me and n < 64 do x, n = parent[x], n + 1 end
-        if x == me then
+        if x == me and pid ~= me and not zombie[pid] then
             local cmd = helpers.read("/proc/" .. pid .. "/cmdline") or ""
             if cmd:find(needle, 1, true) then out[#out + 1] = pid end
         end
@@ -108,11 +112,14 @@ os.close(2)
 while True:
     time.sleep(0.01)
 ]]
-        -- a pool of its own with nothing kept ready: the only warm interpreter is this lease's
+        -- a pool of its own with nothing kept ready: the only new warm interpreter is this
+        -- lease's (once the shared pool's refill has started its own)
+        wait_ready(p)
         local before = {}
         for _, pid in ipairs(descendants_matching("llmbox_warm")) do before[pid] = true end
         local own = assert(llmbox.pool({ lang = "python", min = 0, max = 1 }))
         local s = assert(llmbox.session({ pool = own }))
+        assert.equal("ready", s._warm.pending:wait(10000)) -- its interpreter has started
         local mine = {}
         for _, pid in ipairs(descendants_matching("llmbox_warm")) do
             if not before[pid] then mine[#mine + 1] = pid end
@@ -560,5 +567,47 @@ describe("pool warm runs and cgroup limits", function()
         assert.equal("memory", r.limit)
         assert.equal(137, r.exit_code)
         assert.equal("", r.stdout)
+    end)
+end)
+
+describe("pool soak #unpriv", function()
+    it("200 leases leave no descriptors, processes or cgroups behind", function()
+        local core = require "llmbox.core"
+        local function fds() return #core.listdir("/proc/self/fd") end
+        local function cgroups()
+            local n = 0
+            for _, base in ipairs({ "/sys/fs/cgroup/memory/llmbox", "/sys/fs/cgroup/pids/llmbox" }) do
+                for _, name in ipairs(core.listdir(base) or {}) do
+                    if name:match("^run%-" .. ffi.C.getpid() .. "%-") then n = n + 1 end
+                end
+            end
+            return n
+        end
+        local fds_before = fds()
+        local p = assert(llmbox.pool({ lang = "python", min = 2, max = 3, max_uses = 2 }))
+        local early
+        for i = 1, 200 do
+            local s = assert(llmbox.session({ pool = p }))
+            local r = assert(s:run(("print(%d)"):format(i)))
+            assert.equal(i .. "\n", r.stdout)
+            s:close()
+            if i % 50 == 0 then assert(p:maintain()) end
+            if i == 20 then early = fds() end
+        end
+        -- steady: the pool's own descriptors do not grow with the number of leases
+        assert.is_true(fds() <= early + 2, ("descriptors grew from %d to %d"):format(early, fds()))
+        local st = p:stats()
+        assert.equal(200, st.acquired)
+        assert.equal(0, st.failures)
+        p:close()
+        assert.equal(fds_before, fds())
+        assert.equal(0, #descendants_matching(""))
+        local left
+        for _ = 1, 20 do
+            left = cgroups()
+            if left == 0 then break end
+            sleep(0.05)
+        end
+        assert.equal(0, left)
     end)
 end)

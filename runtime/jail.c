@@ -382,8 +382,8 @@ lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err)
 			lb_child_fail(report[1], errno, "switching to the sandbox ids");
 		/* vfork: K0 only waits for K1, and another copy of the caller's address space costs
 		 * ~1.5 ms on some VMs. K1 runs on while K0 is suspended; K0 afterwards only makes
-		 * system calls (close, waitpid, _exit), so what K1 does to the shared memory does not
-		 * matter to it. The caller talks to K1 by explicit records, never by EOF. */
+		 * system calls (close, waitpid, _exit), so what K1 does to the shared memory does
+		 * not matter to it. The caller talks to K1 by explicit records, never by EOF. */
 		pid_t k1 = vfork();
 		if (k1 < 0)
 			lb_child_fail(report[1], errno, "fork into the new pid namespace");

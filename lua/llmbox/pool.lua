@@ -73,6 +73,8 @@ _M.schema = {
     },
 }
 
+local HOOK_TIMEOUT = 0.1 -- seconds a pool policy's hook may take
+
 local OPTION_KEYS = { lang = 1, backend = 1, policy = 1, pool_policy = 1, env = 1 }
 
 -- policies/pools/NAME.lua in the policy directories, or a path
@@ -227,8 +229,15 @@ function Pool:target()
     local t = now_ms()
     while self.demand[1] and self.demand[1] < t - 60000 do remove(self.demand, 1) end
     local date = os.date("*t")
+    -- an operator's function: bounded in time like the policy file it came from (which runs
+    -- with the JIT off, so the count hook fires)
+    local started, old_hook, old_mask, old_count = os.clock(), debug.gethook()
+    debug.sethook(function()
+        if os.clock() - started > HOOK_TIMEOUT then error("took longer than " .. HOOK_TIMEOUT .. " s", 0) end
+    end, "", 1000)
     local ok, n = pcall(hook, { hour = date.hour, weekday = date.wday, now = os.time(),
         demand = #self.demand, idle = #self.idle, busy = self.n_busy, min = s.min, max = s.max })
+    if old_hook then debug.sethook(old_hook, old_mask, old_count) else debug.sethook() end
     if not ok or type(n) ~= "number" or n ~= n then
         io.stderr:write("llmbox: pool policy ", tostring(s.name), ": target hook failed: ",
             tostring(ok and ("returned " .. tostring(n)) or n), "; using min\n")

@@ -550,6 +550,13 @@ describe("pool policies #unpriv", function()
         assert.equal(1, p:stats().total)
         p:close()
         os.remove(path)
+        -- and so does one that never returns
+        path = helpers.write(os.tmpname() .. ".lua",
+            "return { min = 1, max = 4, hooks = { target = function(ctx) while true do end end } }")
+        p = assert(llmbox.pool({ lang = "shell", pool_policy = path }))
+        assert.equal(1, p:stats().total)
+        p:close()
+        os.remove(path)
     end)
 end)
 

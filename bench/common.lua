@@ -29,7 +29,8 @@ end
 
 local O_CLOEXEC, O_RDONLY = 0x80000, 0
 
-_M.now_ms = require("llmbox.util").now_ms
+local util = require "llmbox.util"
+_M.now_ms = util.now_ms
 
 function _M.sleep_ms(ms)
     C.poll(nil, 0, math.floor(ms))
@@ -153,13 +154,7 @@ function _M.capture(cmd)
     return (s:gsub("%s+$", ""))
 end
 
-function _M.read_file(path)
-    local f = io.open(path, "rb")
-    if not f then return nil end
-    local s = f:read("*a")
-    f:close()
-    return s
-end
+_M.read_file = util.read_file
 
 function _M.getpid()
     return C.getpid()
@@ -167,41 +162,8 @@ end
 
 -- ---- /proc ----
 
--- Every pid on the host and its parent.
-local function parents()
-    local map = {}
-    local f = io.popen("ls /proc")
-    for name in f:lines() do
-        if name:match("^%d+$") then
-            local stat = _M.read_file("/proc/" .. name .. "/stat")
-            if stat then
-                -- pid (comm) state ppid ...: comm may hold spaces and parentheses
-                local ppid = stat:match("^%d+ %(.*%) %S+ (%d+)")
-                if ppid then map[tonumber(name)] = tonumber(ppid) end
-            end
-        end
-    end
-    f:close()
-    return map
-end
-
--- Descendants of pid (not pid itself).
-function _M.descendants(pid)
-    local map = parents()
-    local out = {}
-    for p in pairs(map) do
-        local q, depth = map[p], 0
-        while q and q > 1 and depth < 64 do
-            if q == pid then
-                out[#out + 1] = p
-                break
-            end
-            q, depth = map[q], depth + 1
-        end
-    end
-    table.sort(out)
-    return out
-end
+-- Live descendants of pid (not pid itself).
+_M.descendants = util.descendants
 
 -- Pss of one process in KiB (smaps_rollup), or nil if it is gone.
 function _M.pss_kib(pid)

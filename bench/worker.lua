@@ -49,6 +49,9 @@ if mode == "mem" then
             procs[#procs + 1] = { pid = pid, comm = B.comm(pid), pss_kib = k }
         end
     end
+    -- each ready sandbox is at least its supervisor, its init and its interpreter: fewer means
+    -- the processes were not found, and a sum of nothing must not pass for a small footprint
+    if #procs < 3 * n then fail(("found %d processes for %d ready sandboxes"):format(#procs, n)) end
     io.stdout:write(json.encode({
         idle = st.idle, starting = st.starting, total = st.total,
         host_pss_kib = B.pss_kib(me), sandbox_pss_kib = total, processes = procs,

@@ -391,6 +391,15 @@ static int l_run(lua_State *L)
 
 /* ---- prestarted runs, for pools ---- */
 
+/* nil, "backend X cannot ...", "ENOTSUP": a driver without an optional operation */
+static int push_unsupported(lua_State *L, const lb_backend *b, const char *what)
+{
+	lua_pushnil(L);
+	lua_pushfstring(L, "backend \"%s\" cannot %s", b->name, what);
+	lua_pushstring(L, "ENOTSUP");
+	return 3;
+}
+
 typedef struct lpending {
 	const lb_backend *backend;
 	void *handle; /* NULL once finished or abandoned */
@@ -409,12 +418,8 @@ static int l_prestart(lua_State *L)
 {
 	lsession *s = check_session(L);
 	luaL_checktype(L, 2, LUA_TTABLE);
-	if (!s->backend->prestart) {
-		lua_pushnil(L);
-		lua_pushfstring(L, "backend \"%s\" cannot prestart runs", s->backend->name);
-		lua_pushstring(L, "ENOTSUP");
-		return 3;
-	}
+	if (!s->backend->prestart)
+		return push_unsupported(L, s->backend, "prestart runs");
 	lb_run_spec spec = {0};
 	struct out_ctx ctx = {0};
 	read_run_spec(L, 2, &spec, &ctx);
@@ -484,12 +489,8 @@ static int l_pending_abandon(lua_State *L)
 static int l_reset(lua_State *L)
 {
 	lsession *s = check_session(L);
-	if (!s->backend->reset) {
-		lua_pushnil(L);
-		lua_pushfstring(L, "backend \"%s\" cannot reset a session", s->backend->name);
-		lua_pushstring(L, "ENOTSUP");
-		return 3;
-	}
+	if (!s->backend->reset)
+		return push_unsupported(L, s->backend, "reset a session");
 	lb_error err = {0};
 	if (s->backend->reset(s->handle, &err) < 0)
 		return push_error(L, &err);

@@ -7,13 +7,7 @@ local floor = math.floor
 
 local _M = { _VERSION = "0.1.0" }
 
-local function read_file(path)
-    local f = io.open(path, "rb")
-    if not f then return nil end
-    local d = f:read("*a")
-    f:close()
-    return d
-end
+local read_file = require("llmbox.util").read_file
 
 -- { {name = "a/b.png", size = n, data = bytes}, ... } for every file below `dir`, sorted.
 function _M.read_tree(dir)

@@ -82,6 +82,44 @@ function _M.file_exists(path)
     return false
 end
 
+function _M.read_file(path)
+    local f = io.open(path, "rb")
+    if not f then return nil end
+    local d = f:read("*a")
+    f:close()
+    return d
+end
+
+-- A snapshot of the host's processes from /proc: pid -> { ppid =, state = } (state "Z": zombie).
+function _M.processes()
+    local out = {}
+    for _, name in ipairs(require("llmbox.core").listdir("/proc") or {}) do
+        local stat = name:match("^%d+$") and _M.read_file("/proc/" .. name .. "/stat") or ""
+        -- the command name may contain spaces and parentheses: the fields follow the last ')'
+        local state, ppid = stat:match("^.*%) (%S+) (%d+)")
+        if ppid then out[tonumber(name)] = { ppid = tonumber(ppid), state = state } end
+    end
+    return out
+end
+
+-- Live (not zombie) descendants of `pid`, parents before children.
+function _M.descendants(pid)
+    local children = {}
+    for p, info in pairs(_M.processes()) do
+        if info.state ~= "Z" then
+            children[info.ppid] = children[info.ppid] or {}
+            children[info.ppid][#children[info.ppid] + 1] = p
+        end
+    end
+    local out, i = { pid }, 1
+    while out[i] do
+        for _, c in ipairs(children[out[i]] or {}) do out[#out + 1] = c end
+        i = i + 1
+    end
+    table.remove(out, 1)
+    return out
+end
+
 -- Files ending in `suffix` in a directory, sorted ({} when the directory does not exist).
 function _M.list_dir(dir, suffix)
     local names = {}

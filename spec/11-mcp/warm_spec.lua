@@ -14,12 +14,9 @@ end
 -- live `llmbox worker` children of the server
 local function workers(server)
     local out = {}
-    for _, name in ipairs(require("llmbox.core").listdir("/proc") or {}) do
-        local stat = name:match("^%d+$") and helpers.read("/proc/" .. name .. "/stat")
-        local ppid = stat and tonumber(stat:match("^.*%) %S+ (%d+)"))
-        local state = stat and stat:match("^.*%) (%S+)")
-        local cmd = ppid == server and state ~= "Z" and helpers.read("/proc/" .. name .. "/cmdline") or ""
-        if cmd:find("worker", 1, true) then out[#out + 1] = tonumber(name) end
+    for pid, info in pairs(require("llmbox.util").processes()) do
+        local cmd = info.ppid == server and info.state ~= "Z" and helpers.read("/proc/" .. pid .. "/cmdline") or ""
+        if cmd:find("worker", 1, true) then out[#out + 1] = pid end
     end
     return out
 end

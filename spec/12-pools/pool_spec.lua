@@ -24,26 +24,12 @@ local function lease_run(p, code, opts)
 end
 
 -- pids of the live descendants of `root` (default: this process) whose command line contains
--- `needle`, read from /proc (a `ps` through a shell would count itself)
+-- `needle`
 local function descendants_matching(needle, root)
-    local core = require "llmbox.core"
-    local parent, zombie = {}, {}
-    for _, name in ipairs(core.listdir("/proc") or {}) do
-        local stat = name:match("^%d+$") and helpers.read("/proc/" .. name .. "/stat")
-        if stat then
-            local state, ppid = stat:match("^.*%) (%S+) (%d+)")
-            parent[tonumber(name)] = tonumber(ppid)
-            zombie[tonumber(name)] = state == "Z"
-        end
-    end
-    local me, out = root or ffi.C.getpid(), {}
-    for pid in pairs(parent) do
-        local x, n = pid, 0
-        while x and x > 1 and x ~= me and n < 64 do x, n = parent[x], n + 1 end
-        if x == me and pid ~= me and not zombie[pid] then
-            local cmd = helpers.read("/proc/" .. pid .. "/cmdline") or ""
-            if cmd:find(needle, 1, true) then out[#out + 1] = pid end
-        end
+    local out = {}
+    for _, pid in ipairs(require("llmbox.util").descendants(root or ffi.C.getpid())) do
+        local cmd = helpers.read("/proc/" .. pid .. "/cmdline") or ""
+        if cmd:find(needle, 1, true) then out[#out + 1] = pid end
     end
     return out
 end
@@ -139,6 +125,8 @@ while True:
             if left == 0 then break end
             sleep(0.05)
         end
+        -- if it survived, end it here: the pool's close would wait for it forever
+        if left ~= 0 then os.execute("kill -9 " .. mine[1]) end
         s:close()
         own:close()
         assert.equal(0, left, "the program that lied about its exit is still running")

@@ -14,6 +14,7 @@ local json = require "llmbox.json"
 local tools = require "llmbox.mcp.tools"
 local config = require "llmbox.mcp.config"
 local artifacts = require "llmbox.artifacts"
+local util = require "llmbox.util"
 
 local io, type, pairs, ipairs, next, select, unpack, tostring, pcall, xpcall = io, type, pairs, ipairs, next,
     select, unpack, tostring, pcall, xpcall
@@ -213,38 +214,13 @@ function Worker:close()
     if self.alive and not self.stdin:is_closing() then self.stdin:shutdown(function() end) end
 end
 
--- Every descendant of `pid`, from /proc (a snapshot: parent before child).
-local function descendants(pid)
-    local children = {}
-    for _, name in ipairs(require("llmbox.core").listdir("/proc") or {}) do
-        if name:match("^%d+$") then
-            local f = io.open("/proc/" .. name .. "/stat", "r")
-            local stat = f and f:read("*l")
-            if f then f:close() end
-            -- the command name may contain spaces and parentheses: the ppid follows the last ')'
-            local ppid = stat and tonumber(stat:match("^.*%) %S+ (%d+)"))
-            if ppid then
-                children[ppid] = children[ppid] or {}
-                children[ppid][#children[ppid] + 1] = tonumber(name)
-            end
-        end
-    end
-    local out, i = { pid }, 1
-    while out[i] do
-        for _, c in ipairs(children[out[i]] or {}) do out[#out + 1] = c end
-        i = i + 1
-    end
-    table.remove(out, 1)
-    return out
-end
-
 -- Kills the worker and its whole tree. The worker's death alone ends its runs (every process of a
 -- run has PR_SET_PDEATHSIG, re-armed after the switch to the sandbox user); killing the tree too,
 -- from a snapshot taken first, does not depend on that.
 function Worker:kill()
     if self.alive then
         self.killed = true
-        local tree = descendants(self.pid)
+        local tree = util.descendants(self.pid)
         pcall(self.handle.kill, self.handle, "sigkill")
         for _, pid in ipairs(tree) do uv.kill(pid, "sigkill") end
     end
@@ -631,7 +607,7 @@ function handlers.upload_file(args, call)
 end
 
 local function is_text(data)
-    return not data:find("%z") and require("llmbox.util").utf8_repair(data) == data
+    return not data:find("%z") and util.utf8_repair(data) == data
 end
 
 function handlers.download_file(args, call)

@@ -36,10 +36,11 @@ MODULE := build/lib/llmbox/core.so
 
 # Debian packages: what building needs, and what the specs need on top.
 DEPS_BUILD := gcc make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev lua-cjson lua-luv python3
-DEPS_TEST  := lua-busted clang-format luarocks $(DEPS_LANGS)
-# Toolchains the language recipes drive (the specs run each one for real).
+# Toolchains the language recipes drive (the specs run each one for real). Defined before
+# DEPS_TEST: a `:=` assignment expands what it names at once.
 DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby python3-pip \
               python3-matplotlib python3-numpy python3-plotly python3-seaborn r-cran-ggplot2
+DEPS_TEST  := lua-busted clang-format luarocks $(DEPS_LANGS)
 
 .PHONY: all deps deps-test demo test soak lint format install uninstall clean paths
 

@@ -2,6 +2,7 @@
 #
 #   make demo      install what is missing (Debian, as root), build, run Python in the native sandbox
 #   make test      install what is missing, build, run every spec; ends with "N passed, N failed"
+#   make test-fresh  the README's commands in a fresh Debian 12 root (root only; what CI runs)
 #   make           build build/bin/llmbox and build/lib/llmbox/core.so
 #   make install   PREFIX=/usr/local DESTDIR=  (binary, C module, Lua tree, policies)
 #   make lint      clang-format check + warnings-as-errors build
@@ -42,7 +43,7 @@ DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby pyt
               python3-matplotlib python3-numpy python3-plotly python3-seaborn r-cran-ggplot2
 DEPS_TEST  := lua-busted clang-format luarocks $(DEPS_LANGS)
 
-.PHONY: all deps deps-test demo test soak lint format install uninstall clean paths
+.PHONY: all deps deps-test demo test test-fresh print-deps-test soak lint format install uninstall clean paths
 
 all: $(BIN) $(MODULE) paths
 
@@ -88,6 +89,16 @@ demo: deps
 test: deps-test
 	@$(MAKE) --no-print-directory all >/dev/null
 	@./spec/run.sh
+
+# The README's commands from a clean clone of HEAD inside a fresh Debian 12 root (debootstrap
+# --variant=minbase, cached; entered with pivot_root in a new mount namespace). Root only. See
+# .ci/fresh-root.sh.
+test-fresh:
+	@./.ci/fresh-root.sh
+
+# What `make test` installs, for spec/04-install/deps_spec.lua.
+print-deps-test:
+	@echo $(DEPS_BUILD) $(DEPS_TEST)
 
 # Longer than the soak spec: WORKERS x RUNS fresh sandboxes at once, then a check for leftovers.
 SOAK_WORKERS ?= 8

@@ -36,7 +36,7 @@ BIN    := build/bin/llmbox
 MODULE := build/lib/llmbox/core.so
 
 # Debian packages: what building needs, and what the specs need on top.
-DEPS_BUILD := gcc make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev lua-cjson lua-luv python3
+DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev lua-cjson lua-luv python3
 # Toolchains the language recipes drive (the specs run each one for real). Defined before
 # DEPS_TEST: a `:=` assignment expands what it names at once.
 DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby python3-pip \

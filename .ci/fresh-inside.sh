@@ -37,7 +37,11 @@ for b in "$blocks"/*.sh; do
 		echo "$line" | sed -E 's/^([0-9]+) passed, ([0-9]+) failed(, ([0-9]+) skipped)?.*/\1 \2 \3/' |
 			awk '{ print $1, $2, ($3 == "" ? 0 : $3) }' >/root/fresh-counts
 	fi
-	[ "$rc" = 0 ] || status=1
+	if [ "$rc" != 0 ]; then
+		status=1
+		echo "README block $name failed: the blocks after it are not run" >>"$report"
+		break
+	fi
 done
 {
 	echo "disk used by the fresh root after the README's commands: $(du -sxh / 2>/dev/null | cut -f1)"

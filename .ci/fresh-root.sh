@@ -63,6 +63,14 @@ mkdir "$work/upper" "$work/ovl" "$work/root"
 git clone -q --no-hardlinks "$top" "$work/clone"
 echo "fresh root: testing $(git -C "$work/clone" log -1 --format='%h %s')"
 
+# The environment is emptied, but for what this machine's own set-up gives every shell: where
+# its CA bundle is and its proxies (see the CA certificates below).
+machine_env=()
+for v in NODE_EXTRA_CA_CERTS SSL_CERT_FILE SSL_CERT_DIR CURL_CA_BUNDLE REQUESTS_CA_BUNDLE PIP_CERT \
+	GIT_SSL_CAINFO http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+	[ -n "${!v:-}" ] && machine_env+=("$v=${!v}")
+done
+
 # Everything below happens in a new mount namespace (and uts, for the hostname): the mounts go
 # away with it. The pid namespace is the host's: llmbox names its cgroups after its pids.
 status=0
@@ -78,6 +86,13 @@ unshare --mount --uts --propagation private /bin/bash -euo pipefail -c '
 	mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$r/dev/shm"
 	mount -t tmpfs -o nosuid,nodev,mode=755 tmpfs "$r/run"
 	cat /etc/resolv.conf >"$r/etc/resolv.conf"
+	# The local CA certificates this machine trusts (a TLS-inspecting egress proxy, a company
+	# CA): every machine here has them, and Debian'"'"'s ca-certificates adds them to the bundle
+	# when `make test` installs it. Without them npm cannot reach its registry.
+	if [ -d /usr/local/share/ca-certificates ]; then
+		mkdir -p "$r/usr/local/share/ca-certificates"
+		cp -rL /usr/local/share/ca-certificates/. "$r/usr/local/share/ca-certificates/"
+	fi
 	hostname llmbox-fresh
 	echo llmbox-fresh >"$r/etc/hostname"
 	mv "$work/clone" "$r/root/llmbox"
@@ -89,8 +104,8 @@ unshare --mount --uts --propagation private /bin/bash -euo pipefail -c '
 	rmdir /.old-root
 	exec /usr/bin/env -i HOME=/root USER=root LOGNAME=root SHELL=/bin/bash TERM=dumb \
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin CI="${CI:-}" \
-		/bin/bash /root/llmbox/.ci/fresh-inside.sh
-' fresh "$work" "$base" || status=$?
+		"${@:3}" /bin/bash /root/llmbox/.ci/fresh-inside.sh
+' fresh "$work" "$base" "${machine_env[@]}" || status=$?
 
 counts=$work/upper/root/fresh-counts
 if [ -s "$counts" ]; then

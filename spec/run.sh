@@ -48,4 +48,6 @@ fi
 rm -f "$counts"
 echo
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
+# .ci/run adds these to the fresh root's counts for its own closing line
+[ -n "${LLMBOX_SPEC_TOTALS:-}" ] && echo "$total_pass $total_fail $total_skip" >"$LLMBOX_SPEC_TOTALS"
 [ "$total_fail" = 0 ] && exit "$status" || exit 1

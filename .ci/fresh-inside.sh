@@ -22,14 +22,15 @@ for b in "$blocks"/*.sh; do
 	echo "== README block $name: $first"
 	before=$(installed)
 	start=$(date +%s)
-	# PS4 stamps each command with the seconds since the block began.
-	PS4='+ [${SECONDS}s] ' bash -x -e -o pipefail "$b" 2>&1 | tee "$b.log"
+	# PS4 stamps each command with the seconds since the block began (set inside: bash does not
+	# take PS4 from the environment when it runs as root).
+	bash -e -o pipefail -c 'PS4="+ [\${SECONDS}s] "; set -x; . "$0"' "$b" 2>&1 | tee "$b.log"
 	rc=${PIPESTATUS[0]}
 	took=$(($(date +%s) - start))
 	after=$(installed)
 	{
 		echo "README block $name ($first ...): exit $rc in ${took} s; Debian packages $before -> $after"
-		grep -E '^\+ \[[0-9]+s\] (make|luarocks|llmbox|LUA_PATH)' "$b.log" | sed 's/^/    /'
+		grep -E '^\+\+ \[[0-9]+s\] (command|make|luarocks|llmbox|LUA_PATH)' "$b.log" | sed 's/^/    /'
 	} >>"$report"
 	# The specs' closing line, from `make test`.
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$b.log" | tail -n 1 || true)

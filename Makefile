@@ -41,7 +41,7 @@ DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccom
 # DEPS_TEST: a `:=` assignment expands what it names at once.
 DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby python3-pip \
               python3-matplotlib python3-numpy python3-plotly python3-seaborn r-cran-ggplot2
-DEPS_TEST  := lua-busted clang-format luarocks $(DEPS_LANGS)
+DEPS_TEST  := lua-busted clang-format luarocks procps $(DEPS_LANGS)
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test soak lint format install uninstall clean paths
 

@@ -26,7 +26,7 @@ run_busted "specs as $(id -un)" spec
 if [ "$(id -u)" = 0 ]; then
 	# nobody cannot read a clone under /root: copy what the specs need somewhere it can.
 	tmp=$(mktemp -d /tmp/llmbox-unpriv.XXXXXX)
-	cp -r build lua policies spec examples .busted "$tmp"/ 2>/dev/null
+	cp -r build lua policies spec examples .busted .ci README.md "$tmp"/ 2>/dev/null
 	chmod -R a+rX "$tmp"
 	chmod 1777 "$tmp"
 	ncounts=$tmp/counts

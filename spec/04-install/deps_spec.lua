@@ -213,6 +213,18 @@ describe("make test installs what the specs use", function()
         assert.same({}, missing)
     end)
 
+    it("the host commands the specs and make targets call", function()
+        -- a fresh Debian root lacks some of them (minbase has no procps): `make test-fresh` finds
+        -- a missing one, this list says which package brings it
+        local wanted = {}
+        for _, cmd in ipairs({ "pgrep", "ps", "ipcs", "setpriv", "unshare", "awk", "node", "npm", "luajit",
+            "busted", "luarocks", "clang-format", "cc", "pkg-config" }) do
+            local path = lines("command -v " .. q(cmd))[1]
+            wanted[#wanted + 1] = { "command " .. cmd, path or ("/nonexistent/" .. cmd) }
+        end
+        assert.same({}, unbrought(wanted))
+    end)
+
     it("the Python and R packages the plot specs import", function()
         local py, rpkgs = plot_imports()
         assert.is_truthy(py.matplotlib and py.seaborn and py.plotly and rpkgs.ggplot2,

@@ -10,13 +10,16 @@ local EXPECTED = { "execute_code", "get_supported_languages", "get_language_deta
 local function example(name, flag)
     assert(helpers.read(dir .. "/node_modules/.package-lock.json"),
         "the examples' packages are not installed: run `make deps-test` (npm ci --prefix examples/agents)")
-    local p = io.popen(("cd %s && LLMBOX_BIN=%s node %s.mjs %s 2>/dev/null"):format(helpers.shell_quote(dir),
-        helpers.shell_quote(helpers.bin), name, flag))
+    local errfile = os.tmpname()
+    local p = io.popen(("cd %s && LLMBOX_BIN=%s node %s.mjs %s 2>%s"):format(helpers.shell_quote(dir),
+        helpers.shell_quote(helpers.bin), name, flag, helpers.shell_quote(errfile)))
     local out = p:read("*a")
     p:close()
+    local err = helpers.read(errfile) or ""
+    os.remove(errfile)
     local last = out:match("([^\n]+)\n?$")
     local ok, res = pcall(cjson.decode, last or "")
-    assert(ok, name .. " printed no JSON:\n" .. out)
+    assert(ok, name .. " printed no JSON:\n" .. out .. "\nstderr:\n" .. err:sub(-3000))
     return res
 end
 

@@ -19,7 +19,8 @@ function _M.private_dir()
     if not private then
         private = assert(util.private_dir("llmbox-spec"))
         local guard = newproxy(true)
-        getmetatable(guard).__gc = function() util.remove_tree(private) end
+        -- (rm, not luv: C modules may already be unloaded while the state closes)
+        getmetatable(guard).__gc = function() os.execute("rm -rf -- " .. shell_quote(private)) end
         _M._private_guard = guard
     end
     return private

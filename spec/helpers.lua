@@ -12,12 +12,15 @@ local function shell_quote(s)
 end
 _M.shell_quote = shell_quote
 
--- This process's private directory for temporary files (0700, under $TMPDIR or /tmp), made on
--- first use and removed with everything in it when busted closes the Lua state at exit.
+-- This process's private directory for temporary files (under $TMPDIR or /tmp), made on first
+-- use and removed with everything in it when busted closes the Lua state at exit. Mode 0711: no
+-- one else can create or list anything in it, but a jail's setup (the sandbox user) can reach
+-- the files a spec hands it by name, such as a policy's find_links directory.
 local private
 function _M.private_dir()
     if not private then
         private = assert(util.private_dir("llmbox-spec"))
+        assert(uv.fs_chmod(private, tonumber("711", 8)))
         local guard = newproxy(true)
         -- (rm, not luv: C modules may already be unloaded while the state closes)
         getmetatable(guard).__gc = function() os.execute("rm -rf -- " .. shell_quote(private)) end

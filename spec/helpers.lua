@@ -40,6 +40,14 @@ function _M.tmpname(suffix)
     return path
 end
 
+-- A new empty directory (mode 0700) in the private directory.
+function _M.tmpdir()
+    counter = counter + 1
+    local path = ("%s/%d.d"):format(_M.private_dir(), counter)
+    assert(uv.fs_mkdir(path, tonumber("700", 8)))
+    return path
+end
+
 function _M.write(path, data)
     local f = assert(io.open(path, "wb"))
     f:write(data)

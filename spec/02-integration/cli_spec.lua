@@ -17,11 +17,11 @@ describe("llmbox CLI #unpriv", function()
     end)
 
     it("runs a FILE, picking the language from its extension, with ARGS after --", function()
-        local f = helpers.write(os.tmpname() .. ".py", "import sys; print(sys.argv[1:])")
+        local f = helpers.write(helpers.tmpname(".py"), "import sys; print(sys.argv[1:])")
         local st, out = cli({ "run", f, "--", "a", "-b" })
         assert.equal(0, st)
         assert.equal("['a', '-b']\n", out)
-        local sh = helpers.write(os.tmpname() .. ".sh", 'echo "shell: $1"')
+        local sh = helpers.write(helpers.tmpname(".sh"), 'echo "shell: $1"')
         st, out = cli({ "run", sh, "x" })
         assert.equal("shell: x\n", out)
         os.remove(f); os.remove(sh)
@@ -86,7 +86,7 @@ describe("llmbox CLI #unpriv", function()
     end)
 
     it("names the file, the key and what was expected when a policy is broken", function()
-        local bad = helpers.write(os.tmpname() .. ".lua", 'return { limits = { memroy = "1G" } }')
+        local bad = helpers.write(helpers.tmpname(".lua"), 'return { limits = { memroy = "1G" } }')
         local st, _, err = cli({ "run", "-p", bad, "-c", "print(1)" })
         assert.equal(125, st)
         assert.matches(bad, err, 1, true)
@@ -153,7 +153,7 @@ describe("llmbox CLI #unpriv", function()
     end)
 
     it("runs an operator's script with arguments", function()
-        local f = helpers.write(os.tmpname() .. ".lua", [[
+        local f = helpers.write(helpers.tmpname(".lua"), [[
 local s = assert(llmbox.session{ lang = "python" })
 local r = assert(s:run("import sys; print(sys.argv[1])", { args = { arg[1] } }))
 io.write(r.stdout, #arg, " ", arg[0]:match("[^/]+$"), "\n")
@@ -195,7 +195,7 @@ end)
 
 describe("llmbox CLI messages #unpriv", function()
     it("says a FILE that is a directory is one, for run and check", function()
-        local dir = helpers.private_dir()
+        local dir = helpers.tmpdir()
         for _, cmd in ipairs({ "run", "check" }) do
             local st, out, err = cli({ cmd, dir })
             assert.equal(125, st)
@@ -329,7 +329,7 @@ describe("llmbox run --libraries #unpriv", function()
     local pol
     setup(function()
         local wheel = require "support.wheel"
-        local wheels = helpers.private_dir() .. "/wheels"
+        local wheels = helpers.private_dir() .. "/wheels" -- (0711: the jail reaches it)
         wheel.build(wheels, "llmboxdemo", "1.0", "def answer():\n    return 42\n")
         wheel.build(wheels, "llmboxtwo", "1.5", "TWO = 2\n")
         pol = helpers.write(helpers.tmpname(".lua"), ([[return { extends = "default", checks = { mode = "off" },

@@ -131,7 +131,7 @@ fig4 = plt.figure(figsize=(3, 2)); plt.plot([1, 0]); fig4.savefig('/sandbox/p.pd
         assert.equal(150, j.plots[1].width)
         assert.equal(100, j.plots[1].height)
         assert.equal("iVBORw0KGgo", j.plots[1].data:sub(1, 11)) -- base64 of the PNG magic
-        local dir = helpers.private_dir() .. "/saved"
+        local dir = helpers.tmpdir() .. "/saved" -- (made by --save-plots)
         local st2, _, err = helpers.cli({ "run", "-p", "permissive", "--save-plots", dir, "-c", "import matplotlib.pyplot as plt; plt.plot([1])" })
         assert.equal(0, st2)
         assert.matches("saved", err)
@@ -150,7 +150,7 @@ fig4 = plt.figure(figsize=(3, 2)); plt.plot([1, 0]); fig4.savefig('/sandbox/p.pd
         assert.is_true(#html < 100000)
         assert.matches('<script src="https://cdn.plot.ly/plotly-', html, 1, true)
         -- saved for a person: the script the host's python3-plotly ships goes beside the plots, once
-        local dir = helpers.private_dir() .. "/plotly"
+        local dir = helpers.tmpdir()
         local err
         st, _, err = helpers.cli({ "run", "-p", "permissive", "--save-plots", dir, "-c", code .. "\n" .. code })
         assert.equal(0, st, err)

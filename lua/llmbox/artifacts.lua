@@ -11,18 +11,13 @@ local read_file = util.read_file
 -- { {name = "a/b.png", size = n, data = bytes}, ... } for every regular file below `path` (dot
 -- files included; symbolic links are not followed), sorted; a single file when `path` is one.
 function _M.read_tree(path)
-    local uv = require "luv"
+    local lstat = require("luv").fs_lstat
     local out = {}
     local function walk(p, name)
-        local st = uv.fs_lstat(p)
+        local st = lstat(p)
         if not st then return end
         if st.type == "directory" then
-            local h = uv.fs_scandir(p)
-            while h do
-                local n = uv.fs_scandir_next(h)
-                if not n then break end
-                walk(p .. "/" .. n, name and name .. "/" .. n or n)
-            end
+            for _, n in ipairs(util.entries(p)) do walk(p .. "/" .. n, name and name .. "/" .. n or n) end
         elseif st.type == "file" then
             local data = read_file(p)
             if data then out[#out + 1] = { name = name or p:match("[^/]+$"), size = #data, data = data } end

@@ -143,19 +143,28 @@ function _M.private_dir(prefix)
     return dir
 end
 
---- util.remove_tree(path): removes a file or a directory and everything below it, dotfiles
+--- util.entries(dir) -> sorted names of everything in dir, dot files included ({} when it is not
+--- a readable directory)
+function _M.entries(dir)
+    local uv = require "luv"
+    local names, h = {}, uv.fs_scandir(dir)
+    while h do
+        local name = uv.fs_scandir_next(h)
+        if not name then break end
+        names[#names + 1] = name
+    end
+    table.sort(names)
+    return names
+end
+
+--- util.remove_tree(path): removes a file or a directory and everything below it, dot files
 --- included. Symbolic links are removed, never followed.
 function _M.remove_tree(path)
     local uv = require "luv"
     local st = uv.fs_lstat(path)
     if not st then return end
     if st.type == "directory" then
-        local h = uv.fs_scandir(path)
-        while h do
-            local name = uv.fs_scandir_next(h)
-            if not name then break end
-            _M.remove_tree(path .. "/" .. name)
-        end
+        for _, name in ipairs(_M.entries(path)) do _M.remove_tree(path .. "/" .. name) end
         uv.fs_rmdir(path)
     else
         uv.fs_unlink(path)

@@ -10,16 +10,7 @@ pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);
 
 local PLOT = "import matplotlib.pyplot as plt; plt.plot([1, 2])"
 
-local function entries(dir)
-    local names, h = {}, uv.fs_scandir(dir)
-    while h do
-        local n = uv.fs_scandir_next(h)
-        if not n then break end
-        names[#names + 1] = n
-    end
-    table.sort(names)
-    return names
-end
+local entries = require("llmbox.util").entries
 
 -- Watches the host paths a session copies results to, and the directory each lands in.
 local function watch_copies(s)

@@ -124,7 +124,7 @@ end
 -- user can race it, so nothing is staged under a guessable name in a shared directory: mkdtemp
 -- makes a fresh 0700 directory with a random name that only we can enter, under $TMPDIR (else
 -- $XDG_RUNTIME_DIR, else /tmp). luv is loaded only here: runs without plots never pay for it.
-function _M.temp_base()
+local function temp_base()
     for _, name in ipairs({ "TMPDIR", "XDG_RUNTIME_DIR" }) do
         local v = os.getenv(name)
         if v and v ~= "" then return v, name end
@@ -134,7 +134,7 @@ end
 
 --- util.private_dir(prefix) -> path | nil, err: a new directory (mode 0700) the caller removes
 function _M.private_dir(prefix)
-    local base, from = _M.temp_base()
+    local base, from = temp_base()
     local dir, err = require("luv").fs_mkdtemp(base .. "/" .. (prefix or "llmbox") .. "-XXXXXX")
     if not dir then
         return nil, ("cannot create a private temporary directory under %s%s: %s"):format(base,

@@ -79,7 +79,7 @@ end
 --- t.on_stdout, t.on_stderr: the run's callbacks; t:message(text): "llmbox: text" on standard
 --- error, starting on a line of its own.
 function _M.terminal()
-    local t = { last = {}, shown = { 0, 0 } }
+    local t = { last = {} } -- fd -> its last byte written; t.last_fd: the fd written last
     -- On a terminal (or `>file 2>&1`) both streams land in one place: a message then follows
     -- whichever was written last. Apart, only what standard error showed matters.
     local out = fd_target(1)
@@ -90,7 +90,6 @@ function _M.terminal()
             write_lines(fd, chunk)
             t.last[fd] = chunk:byte(-1)
             t.last_fd = fd
-            t.shown[fd] = t.shown[fd] + #chunk
         end
     end
     t.on_stdout, t.on_stderr = writer(1), writer(2)

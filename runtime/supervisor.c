@@ -332,6 +332,40 @@ static int buf_append(struct buf *b, const char *p, size_t n)
 	return 0;
 }
 
+/* Streamed output reaches on_output in whole lines where it can. Programs often write a line in
+ * pieces (python -u writes the text, then "\n"), and a caller that copies each chunk to a shared
+ * pipe (parallel `llmbox run | ...`) would interleave half lines. So a chunk is handed on up to
+ * its last newline, and the partial line after it waits for its end at most LINE_WAIT_MS (a
+ * prompt without a newline is not held back noticeably) or until LINE_HOLD_MAX bytes. Only the
+ * chunking changes: the stored output, the limits and the order of bytes are the same. */
+#define LINE_WAIT_MS  20
+#define LINE_HOLD_MAX 65536
+
+struct stream_state {
+	size_t sent;	   /* bytes of the stream's buffer handed to on_output */
+	double held_since; /* when the oldest byte not yet handed on arrived; 0: none */
+};
+
+/* Hands on what `b` holds beyond st->sent: up to its last newline, or all of it when `all`.
+ * Returns nonzero when the callback failed. */
+static int stream_out(const lb_run_io *io, enum lb_stream which, const struct buf *b,
+		      struct stream_state *st, bool all)
+{
+	size_t end = b->len;
+	if (!all && b->len - st->sent < LINE_HOLD_MAX) {
+		const char *nl = memrchr(b->data + st->sent, '\n', b->len - st->sent);
+		end = nl ? (size_t)(nl - b->data) + 1 : st->sent;
+	}
+	size_t from = st->sent;
+	if (end > from) {
+		st->sent = end;
+		st->held_since = 0;
+	}
+	if (st->sent < b->len && !st->held_since)
+		st->held_since = now_ms();
+	return end > from ? io->on_output(io->ud, which, b->data + from, end - from) : 0;
+}
+
 /* A started run: its children, the host's ends of their pipes, its cgroup. Owned by the caller
  * of lb_run_begin until lb_run_finish or lb_run_abandon frees it. */
 struct lb_pending {
@@ -536,6 +570,7 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 	bool killed = false, got_status = false, aborted = false;
 	double pids_checked = p->start;
 	struct status_msg final = {0};
+	struct stream_state streams[2] = {{0}};
 	int fdv[5] = {p->out, p->err, p->status, p->in, p->ctl};
 	p->out = p->err = p->status = p->in = p->ctl = -1; /* owned by fdv from here */
 	char report_line[128];
@@ -570,6 +605,13 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 			int l = left <= 0 ? 0 : (int)left + 1;
 			wait = wait < 0 || l < wait ? l : wait;
 		}
+		for (int i = 0; i < 2; i++) {
+			if (!streams[i].held_since)
+				continue;
+			double left = streams[i].held_since + LINE_WAIT_MS - now_ms();
+			int l = left <= 0 ? 0 : (int)left + 1;
+			wait = wait < 0 || l < wait ? l : wait;
+		}
 		int n = poll(pf, 5, wait);
 		if (n < 0 && errno != EINTR) {
 			lb_fail_sys(err, errno, "poll");
@@ -586,7 +628,7 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 				continue;
 			if (r <= 0) {
 				close_fd(&fdv[i]);
-				continue;
+				continue; /* what is held is handed on below */
 			}
 			size_t keep = (size_t)r;
 			if (max_output && total_out + keep > max_output) {
@@ -607,7 +649,19 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 				continue;
 			}
 			if (io->on_output && !aborted &&
-			    io->on_output(io->ud, i == 0 ? LB_STDOUT : LB_STDERR, chunk, keep)) {
+			    stream_out(io, i == 0 ? LB_STDOUT : LB_STDERR, &bufs[i], &streams[i],
+				       false)) {
+				lb_fail(err, ECANCELED, "the output callback failed");
+				KILL_TREE();
+				aborted = true;
+			}
+		}
+		/* a partial line whose end did not come in time, or whose stream ended */
+		for (int i = 0; i < 2 && io->on_output && !aborted; i++) {
+			if (streams[i].held_since &&
+			    (fdv[i] < 0 || now_ms() - streams[i].held_since >= LINE_WAIT_MS) &&
+			    stream_out(io, i == 0 ? LB_STDOUT : LB_STDERR, &bufs[i], &streams[i],
+				       true)) {
 				lb_fail(err, ECANCELED, "the output callback failed");
 				KILL_TREE();
 				aborted = true;
@@ -707,6 +761,9 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 		buf_append(&bufs[1], "llmbox: ", 8);
 		buf_append(&bufs[1], rep.msg + 1, strlen(rep.msg + 1));
 		buf_append(&bufs[1], "\n", 1);
+		/* streamed like the program's own stderr would have been */
+		if (io->on_output)
+			stream_out(io, LB_STDERR, &bufs[1], &streams[1], true);
 	} else if (setup_failed && !killed) {
 		if (err)
 			*err = rep;

@@ -1,4 +1,7 @@
 -- Shared spec helpers: run the real CLI, make temporary files, plant host secrets.
+local util = require "llmbox.util"
+local uv = require "luv"
+
 local _M = {}
 
 _M.root = os.getenv("PWD") or "."
@@ -9,9 +12,40 @@ local function shell_quote(s)
 end
 _M.shell_quote = shell_quote
 
-function _M.tmpname()
-    local p = os.tmpname()
-    return p
+-- This process's private directory for temporary files (under $TMPDIR or /tmp), made on first
+-- use and removed with everything in it when busted closes the Lua state at exit. Mode 0711: no
+-- one else can create or list anything in it, but a jail's setup (the sandbox user) can reach
+-- the files a spec hands it by name, such as a policy's find_links directory.
+local private
+function _M.private_dir()
+    if not private then
+        private = assert(util.private_dir("llmbox-spec"))
+        assert(uv.fs_chmod(private, tonumber("711", 8)))
+        local guard = newproxy(true)
+        -- (rm, not luv: C modules may already be unloaded while the state closes)
+        getmetatable(guard).__gc = function() os.execute("rm -rf -- " .. shell_quote(private)) end
+        _M._private_guard = guard
+    end
+    return private
+end
+
+-- A new empty file (mode 0600) in the private directory, like os.tmpname() but nowhere another
+-- user can reach; `suffix` (".py") is appended to the name.
+local counter = 0
+function _M.tmpname(suffix)
+    counter = counter + 1
+    local path = ("%s/%d%s"):format(_M.private_dir(), counter, suffix or "")
+    local fd = assert(uv.fs_open(path, "wx", tonumber("600", 8)))
+    uv.fs_close(fd)
+    return path
+end
+
+-- A new empty directory (mode 0700) in the private directory.
+function _M.tmpdir()
+    counter = counter + 1
+    local path = ("%s/%d.d"):format(_M.private_dir(), counter)
+    assert(uv.fs_mkdir(path, tonumber("700", 8)))
+    return path
 end
 
 function _M.write(path, data)
@@ -45,25 +79,30 @@ function _M.is_root()
     return _M.uid() == "0"
 end
 
--- Runs `llmbox ARGS...`; returns exit status, stdout, stderr. `opts.stdin` feeds standard input.
+-- Runs `llmbox ARGS...`; returns exit status, stdout, stderr. `opts.stdin` feeds standard input,
+-- `opts.env` ("NAME=value ...") goes before the command, `opts.merge` sends stderr to stdout.
 function _M.cli(args, opts)
     opts = opts or {}
-    local out, err = os.tmpname(), os.tmpname()
+    local out, err = _M.tmpname(), _M.tmpname()
     local parts = {}
     for i, a in ipairs(args) do parts[i] = shell_quote(a) end
     local cmd = shell_quote(_M.bin) .. " " .. table.concat(parts, " ")
+    local inp
     if opts.stdin then
-        local inp = _M.write(os.tmpname(), opts.stdin)
+        inp = _M.write(_M.tmpname(), opts.stdin)
         cmd = cmd .. " <" .. shell_quote(inp)
     else
         cmd = cmd .. " </dev/null"
     end
     if opts.env then cmd = opts.env .. " " .. cmd end
-    local ok, how, code = os.execute(cmd .. " >" .. out .. " 2>" .. err)
+    -- opts.merge: standard error goes where standard output goes, as on a terminal
+    local redirect = opts.merge and (" >" .. shell_quote(out) .. " 2>&1") or (" >" .. shell_quote(out) .. " 2>" .. shell_quote(err))
+    local ok, how, code = os.execute(cmd .. redirect)
     -- LuaJIT (5.1 semantics): os.execute returns the raw wait status.
     local status = type(ok) == "number" and math.floor(ok / 256) or code
     local o, e = _M.read(out), _M.read(err)
     os.remove(out); os.remove(err)
+    if inp then os.remove(inp) end
     return status, o, e
 end
 

@@ -1,47 +1,34 @@
 -- Results a run leaves behind: plots and output files, read from the host-side copy of a jail
 -- directory; plus the checks on library names and base64 for JSON output (and back, for uploads).
-local core = require "llmbox.core"
-
 local byte, sub, concat = string.byte, string.sub, table.concat
 local floor = math.floor
 
 local _M = { _VERSION = "0.1.0" }
 
-local read_file = require("llmbox.util").read_file
+local util = require "llmbox.util"
+local read_file = util.read_file
 
--- { {name = "a/b.png", size = n, data = bytes}, ... } for every file below `dir`, sorted.
-function _M.read_tree(dir)
+-- { {name = "a/b.png", size = n, data = bytes}, ... } for every regular file below `path` (dot
+-- files included; symbolic links are not followed), sorted; a single file when `path` is one.
+function _M.read_tree(path)
+    local lstat = require("luv").fs_lstat
     local out = {}
-    local function walk(d, prefix)
-        local names = core.listdir(d)
-        if not names then
-            -- a single file was copied, not a directory
-            local data = read_file(d)
-            if data and prefix == "" then out[#out + 1] = { name = d:match("[^/]+$"), size = #data, data = data } end
-            return
-        end
-        for _, n in ipairs(names) do
-            local p = d .. "/" .. n
-            if core.listdir(p) then
-                walk(p, prefix .. n .. "/")
-            else
-                local data = read_file(p)
-                if data then out[#out + 1] = { name = prefix .. n, size = #data, data = data } end
-            end
+    local function walk(p, name)
+        local st = lstat(p)
+        if not st then return end
+        if st.type == "directory" then
+            for _, n in ipairs(util.entries(p)) do walk(p .. "/" .. n, name and name .. "/" .. n or n) end
+        elseif st.type == "file" then
+            local data = read_file(p)
+            if data then out[#out + 1] = { name = name or p:match("[^/]+$"), size = #data, data = data } end
         end
     end
-    walk(dir, "")
+    walk(path, nil)
     table.sort(out, function(a, b) return a.name < b.name end)
     return out
 end
 
-function _M.remove_tree(dir)
-    local names = core.listdir(dir)
-    if names then
-        for _, n in ipairs(names) do _M.remove_tree(dir .. "/" .. n) end
-    end
-    os.remove(dir)
-end
+_M.remove_tree = util.remove_tree
 
 -- Width and height from a PNG's IHDR chunk (nil when the bytes are not a PNG).
 function _M.png_size(data)

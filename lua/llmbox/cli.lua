@@ -4,10 +4,10 @@
 --   125  llmbox itself failed: bad usage, bad policy, or the sandbox could not be created,
 --   126  the code was refused by an enforcing policy check (run), or is unsafe (check: 1).
 local json = require "llmbox.json"
-local util = require "llmbox.util"
-local artifacts = require "llmbox.artifacts"
+local args = require "llmbox.cli.args"
+local output = require "llmbox.cli.output"
 
-local io, os, ipairs, pairs, tostring, tonumber = io, os, ipairs, pairs, tostring, tonumber
+local io, ipairs, tostring, tonumber = io, ipairs, tostring, tonumber
 local format, concat = string.format, table.concat
 
 local _M = { _VERSION = "0.1.0" }
@@ -20,10 +20,10 @@ Usage: llmbox COMMAND [OPTIONS]
 Run code that language models write, in a sandbox you control with Lua policies.
 
 Commands:
-  run [-l LANG] [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [--json] [--save-plots DIR]
-      (-c CODE | FILE | -) [-- ARGS...]
+  run [-l LANG] [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [-q] [--json] [--save-plots DIR]
+      [--libraries PKG,...] (-c CODE | FILE | -) [-- ARGS...]
                      run code in a fresh sandbox; exit status is the program's
-  exec [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [--json] -- CMD [ARGS...]
+  exec [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [-q] [--json] -- CMD [ARGS...]
                      run a command in a fresh sandbox
   check [-p POLICY] [-l LANG] [--json] (-c CODE | FILE | -)
                      apply the policy's code checks; exit 0 if safe, 1 if not
@@ -43,70 +43,30 @@ Options:
   -b, --backend NAME    sandbox backend (default: native)
   -p, --policy POLICY   policy name (policies/NAME.lua) or path to a policy file
                         (default: $LLMBOX_POLICY or "default")
-  -t, --timeout SECS    wall-clock limit, at most the policy's
+  -t, --timeout SECS    wall-clock limit in decimal seconds (5, 0.5), at most the policy's
   -i, --stdin           pass llmbox's standard input to the program (else it reads /dev/null)
-  -c, --code CODE       the code to run (else FILE, or - for standard input)
+  -c, --code CODE       the code to run (not empty; else FILE, or - for standard input)
+  --libraries PKG,...   install these packages into the sandbox first (pip, npm, gem, R),
+                        where the policy allows installs; repeatable. A comma followed by a
+                        version operator stays in the requirement: "numpy>=1,<2"
   --json                print one JSON object: exit_code, stdout, stderr, timed_out, limit,
-                        duration_ms, truncated, plots (base64 PNG/HTML)
-  --save-plots DIR      write the run's plots to DIR/plot-N.png (or .html)
+                        duration_ms, truncated, signal, phase (install/compile when that step
+                        failed, else null), cpu_ms, plots (base64 PNG/SVG/HTML), warnings
+  --save-plots DIR      write the run's plots to DIR/plot-N.png (or .svg, .html)
   -q, --quiet           do not print the reason when a limit fires
 
-Exit status: the program's (128+N if killed by signal N); 124 timeout; 125 llmbox or
-sandbox failure (including usage errors); 126 refused by the policy's code checks.
+Exit status: the program's (128+N if killed by signal N; the compiler's or installer's
+when that step failed); 124 timeout; 125 llmbox or sandbox failure (including usage
+errors); 126 refused by the policy's code checks.
 ]]
 
-local function die(msg, code)
-    io.stderr:write("llmbox: ", msg, "\n")
-    return code or EXIT_FAILURE
-end
-
-local function read_file(path)
-    local f, err = io.open(path, "rb")
-    if not f then return nil, err end
-    local data = f:read("*a")
-    f:close()
-    return data
-end
-
--- Parses options by a table { ["-l"] = "lang" (takes a value), ["--json"] = { flag = "json" } }. Returns opts, positional
--- (stops at "--", whose remainder is opts.rest), or nil, err.
-local function parse(args, spec)
-    local opts, pos, i = {}, {}, 1
-    while i <= #args do
-        local a = args[i]
-        if a == "--" then
-            opts.rest = { unpack(args, i + 1) }
-            break
-        end
-        local key, inline = a, nil
-        if a:sub(1, 2) == "--" and a:find("=", 3, true) then
-            key, inline = a:match("^(%-%-[^=]+)=(.*)$")
-        end
-        local s = spec[key]
-        if type(s) == "table" then
-            opts[s.flag] = true
-        elseif type(s) == "string" then
-            local v = inline
-            if v == nil then
-                i = i + 1
-                v = args[i]
-            end
-            if v == nil then return nil, key .. " needs a value" end
-            opts[s] = v
-        elseif a ~= "-" and a:sub(1, 1) == "-" and #pos == 0 then
-            return nil, "unknown option " .. a
-        else
-            pos[#pos + 1] = a
-            -- After the FILE argument, everything belongs to the program.
-            if spec._stop_at_positional then
-                if args[i + 1] == "--" then i = i + 1 end
-                opts.rest = { unpack(args, i + 1) }
-                break
-            end
-        end
-        i = i + 1
+local function die(msg, code, term)
+    if term then
+        term:message(msg)
+    else
+        io.stderr:write("llmbox: ", msg, "\n")
     end
-    return opts, pos
+    return code or EXIT_FAILURE
 end
 
 local RUN_SPEC = {
@@ -115,110 +75,67 @@ local RUN_SPEC = {
     ["-c"] = "code", ["--code"] = "code", ["--json"] = { flag = "json" },
     ["-i"] = { flag = "stdin" }, ["--stdin"] = { flag = "stdin" },
     ["-q"] = { flag = "quiet" }, ["--quiet"] = { flag = "quiet" },
-    ["--save-plots"] = "save_plots",
+    ["--save-plots"] = "save_plots", ["--libraries"] = { list = "libraries" },
     _stop_at_positional = true,
 }
 
-local function plots_json(plots)
-    local out = {}
-    for i, p in ipairs(plots or {}) do
-        out[i] = { format = p.format, width = p.width or json.null, height = p.height or json.null,
-            data = artifacts.base64(p.data) }
-    end
-    return setmetatable(out, json.array_mt)
-end
+local EXEC_SPEC = {
+    ["-b"] = "backend", ["--backend"] = "backend", ["-p"] = "policy", ["--policy"] = "policy",
+    ["-t"] = "timeout", ["--timeout"] = "timeout", ["--json"] = { flag = "json" },
+    ["-i"] = { flag = "stdin" }, ["--stdin"] = { flag = "stdin" },
+    ["-q"] = { flag = "quiet" }, ["--quiet"] = { flag = "quiet" },
+}
 
-local function result_json(r)
-    return json.encode({
-        plots = plots_json(r.plots),
-        exit_code = r.exit_code,
-        stdout = util.utf8_repair(r.stdout),
-        stderr = util.utf8_repair(r.stderr),
-        timed_out = r.timed_out,
-        limit = r.limit or json.null,
-        duration_ms = math.floor(r.duration_ms * 1000 + 0.5) / 1000,
-        truncated = r.truncated,
-        signal = r.signal or json.null,
-        cpu_ms = r.cpu_ms,
-    })
-end
+local CHECK_SPEC = {
+    ["-l"] = "lang", ["--lang"] = "lang", ["-p"] = "policy", ["--policy"] = "policy",
+    ["-c"] = "code", ["--code"] = "code", ["--json"] = { flag = "json" },
+}
 
-local function limit_message(r)
-    local v = r.limit_value
-    local what = {
-        timeout = "wall-clock timeout (%s s)", cpu = "CPU time limit (%s s)",
-        memory = "memory limit (%s)", processes = "process limit (%s)",
-        output = "output limit (%s)", file_size = "file size limit (%s)",
-    }
-    local shown = v
-    if v and (r.limit == "memory" or r.limit == "output" or r.limit == "file_size") then
-        shown = util.human_size(v)
-    end
-    return format("llmbox: the run was stopped: %s reached", format(what[r.limit] or r.limit, tostring(shown)))
-end
-
--- Shared by run and exec: prints the result and maps it to an exit status.
-local function finish(r, opts)
-    if opts.json then
-        io.stdout:write(result_json(r), "\n")
-    elseif r.limit and not opts.quiet then
-        io.stderr:write(limit_message(r), "\n")
-    end
-    if r.timed_out then return EXIT_TIMEOUT end
-    return r.exit_code
-end
-
--- Writes plots as DIR/plot-1.png, plot-2.html, ... and says where on stderr.
-local function save_plots(plots, dir)
-    os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
-    for i, p in ipairs(plots) do
-        local path = ("%s/plot-%d.%s"):format(dir, i, p.format)
-        local f, err = io.open(path, "wb")
-        if not f then return nil, "cannot write " .. path .. ": " .. tostring(err) end
-        f:write(p.data)
-        f:close()
-        io.stderr:write("llmbox: saved ", path, "\n")
-    end
-    return true
-end
-
-local function streaming_opts(opts, timeout)
+-- The run's options shared by run and exec; `term` streams the output (nil with --json).
+local function run_opts(opts, timeout, term)
     local o = { timeout = timeout }
-    if not opts.json then
-        o.on_stdout = function(chunk) io.stdout:write(chunk); io.stdout:flush() end
-        o.on_stderr = function(chunk) io.stderr:write(chunk); io.stderr:flush() end
-    end
+    if term then o.on_stdout, o.on_stderr = term.on_stdout, term.on_stderr end
     if opts.stdin then o.stdin = io.stdin:read("*a") or "" end
     return o
 end
 
-local function parse_timeout(opts)
-    if opts.timeout == nil then return nil end
-    local t = tonumber(opts.timeout)
-    if not t or t <= 0 then return nil, "-t expects a positive number of seconds, got " .. tostring(opts.timeout) end
-    return t
+-- Shared by run and exec: shows what the run left to show and maps it to an exit status.
+local function finish(r, opts, term)
+    local status = r.timed_out and EXIT_TIMEOUT or r.exit_code
+    if opts.save_plots and r.plots then
+        local ok, err = output.save_plots(r.plots, opts.save_plots, function(text) die(text, nil, term) end)
+        if not ok then return die(err, EXIT_FAILURE, term) end
+    end
+    if opts.json then
+        io.stdout:write(output.result_json(r), "\n")
+        return status
+    end
+    if r.phase == "install" then
+        -- an install's output is not streamed (it is not the program's): on failure, it says why
+        term.on_stderr(r.stdout)
+        term.on_stderr(r.stderr)
+    end
+    if r.limit and not opts.quiet then term:message(output.limit_message(r)) end
+    if r.warnings then
+        term:message("warning: " .. require("llmbox").describe_violations({ violations = r.warnings }))
+    end
+    if r.phase == "install" then
+        term:message(format("installing the libraries failed (exit %d); the code did not run", status))
+    end
+    return status
 end
 
-function _M.run(args)
+function _M.run(argv)
     local llmbox = require "llmbox"
     local recipes = require "llmbox.recipes"
-    local opts, pos = parse(args, RUN_SPEC)
+    local opts, pos = args.parse(argv, RUN_SPEC)
     if not opts then return die(pos .. " (see llmbox --help)") end
-    local timeout, terr = parse_timeout(opts)
+    local timeout, terr = args.timeout(opts.timeout)
     if terr then return die(terr) end
-    local code, err
-    if opts.code then
-        if pos[1] then return die("give either -c CODE or FILE, not both") end
-        code = opts.code
-    elseif pos[1] == "-" then
-        if opts.stdin then return die("-i cannot be combined with code from standard input (-)") end
-        code = io.stdin:read("*a")
-    elseif pos[1] then
-        code, err = read_file(pos[1])
-        if not code then return die("cannot read " .. pos[1] .. ": " .. tostring(err)) end
-    else
-        return die("no code: give -c CODE, a FILE, or - for standard input (see llmbox --help)")
-    end
+    local libraries, lerr = args.libraries(opts.libraries)
+    if lerr then return die(lerr) end
+    local code, err = args.code(opts, pos)
+    if not code then return die(err) end
     local lang = opts.lang
     if not lang and pos[1] and pos[1] ~= "-" then
         local r, rerr = recipes.for_file(pos[1])
@@ -228,63 +145,43 @@ function _M.run(args)
     local s
     s, err = llmbox.session({ lang = lang or "python", policy = opts.policy, backend = opts.backend })
     if not s then return die(err) end
-    local o = streaming_opts(opts, timeout)
-    o.args = opts.rest
+    local term = not opts.json and output.terminal() or nil
+    local o = run_opts(opts, timeout, term)
+    o.args, o.libraries = opts.rest, libraries
     local r, rerr, report = s:run(code, o)
     s:close()
     if not r then
-        if report then
-            if opts.json then
-                io.stdout:write(json.encode({ refused = true, error = rerr, violations = report.violations }), "\n")
-            end
-            return die(rerr, EXIT_REFUSED)
+        if report and opts.json then
+            io.stdout:write(json.encode({ refused = true, error = rerr, violations = report.violations }), "\n")
         end
-        return die(rerr)
+        return die(rerr, report and EXIT_REFUSED or EXIT_FAILURE, term)
     end
-    if opts.save_plots and r.plots then
-        local ok, err = save_plots(r.plots, opts.save_plots)
-        if not ok then return die(err) end
-    end
-    if r.warnings and not opts.json then
-        io.stderr:write("llmbox: warning: ", llmbox.describe_violations({ violations = r.warnings }), "\n")
-    end
-    return finish(r, opts)
+    return finish(r, opts, term)
 end
 
-function _M.exec(args)
+function _M.exec(argv)
     local llmbox = require "llmbox"
-    local spec = {}
-    for k, v in pairs(RUN_SPEC) do spec[k] = v end
-    spec._stop_at_positional = false
-    local opts, pos = parse(args, spec)
+    local opts, pos = args.parse(argv, EXEC_SPEC)
     if not opts then return die(pos .. " (see llmbox --help)") end
     local cmd = opts.rest or pos
     if #cmd == 0 then return die("exec needs a command: llmbox exec [OPTIONS] -- CMD [ARGS...]") end
-    local timeout, terr = parse_timeout(opts)
+    local timeout, terr = args.timeout(opts.timeout)
     if terr then return die(terr) end
     local s, err = llmbox.session({ policy = opts.policy, backend = opts.backend })
     if not s then return die(err) end
-    local r, rerr = s:exec(cmd, streaming_opts(opts, timeout))
+    local term = not opts.json and output.terminal() or nil
+    local r, rerr = s:exec(cmd, run_opts(opts, timeout, term))
     s:close()
-    if not r then return die(rerr) end
-    return finish(r, opts)
+    if not r then return die(rerr, EXIT_FAILURE, term) end
+    return finish(r, opts, term)
 end
 
-function _M.check(args)
+function _M.check(argv)
     local llmbox = require "llmbox"
-    local opts, pos = parse(args, {
-        ["-l"] = "lang", ["--lang"] = "lang", ["-p"] = "policy", ["--policy"] = "policy",
-        ["-c"] = "code", ["--code"] = "code", ["--json"] = { flag = "json" },
-    })
+    local opts, pos = args.parse(argv, CHECK_SPEC)
     if not opts then return die(pos .. " (see llmbox --help)") end
-    local code, err = opts.code, nil
-    if not code then
-        if pos[1] == "-" then code = io.stdin:read("*a")
-        elseif pos[1] then
-            code, err = read_file(pos[1])
-            if not code then return die("cannot read " .. pos[1] .. ": " .. tostring(err)) end
-        else return die("no code: give -c CODE, a FILE, or -") end
-    end
+    local code, err = args.code(opts, pos)
+    if not code then return die(err) end
     local lang = opts.lang
     if not lang and pos[1] and pos[1] ~= "-" then
         local r = require("llmbox.recipes").for_file(pos[1])

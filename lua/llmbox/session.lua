@@ -10,7 +10,8 @@ local artifacts = require "llmbox.artifacts"
 local type, pairs, ipairs, tostring, setmetatable = type, pairs, ipairs, tostring, setmetatable
 local concat, sort, format = table.concat, table.sort, string.format
 
-local now_ms = require("llmbox.util").now_ms
+local util = require "llmbox.util"
+local now_ms, with_private_dir = util.now_ms, util.with_private_dir
 
 local _M = { _VERSION = "0.1.0" }
 local Session = {}
@@ -336,18 +337,21 @@ function Session:run(code, opts)
 end
 
 -- Copies a directory of results out of the jail and reads it: { {name, size, data}, ... } sorted
--- by name ({} when the directory does not exist). Bounded by `max` bytes in all.
+-- by name ({} when the directory does not exist). Bounded by `max` bytes in all. The copy lands
+-- in a new private directory (util.private_dir), removed afterwards even when the copy fails.
 function Session:_collect(dir, max)
-    local host = os.tmpname()
-    os.remove(host)
-    local ok, err, code = self.handle:copy_out(dir, host, max)
-    if not ok then
-        if code == "ENOENT" then return {} end
-        return nil, "collecting " .. dir .. ": " .. tostring(err)
-    end
-    local out = artifacts.read_tree(host)
-    artifacts.remove_tree(host)
-    return out
+    local handle = self.handle
+    local files, err = with_private_dir("llmbox-results", function(private)
+        local host = private .. "/results"
+        local ok, cerr, code = handle:copy_out(dir, host, max)
+        if not ok then
+            if code == "ENOENT" then return {} end
+            return nil, cerr
+        end
+        return artifacts.read_tree(host)
+    end)
+    if not files then return nil, "collecting " .. dir .. ": " .. tostring(err) end
+    return files
 end
 
 --- s:install{ "pkg", ... } -> result (the package manager's run) | nil, err

@@ -120,6 +120,70 @@ function _M.descendants(pid)
     return out
 end
 
+-- Private temporary directories. A daemon running as root must never write where another local
+-- user can race it, so nothing is staged under a guessable name in a shared directory: mkdtemp
+-- makes a fresh 0700 directory with a random name that only we can enter, under $TMPDIR (else
+-- $XDG_RUNTIME_DIR, else /tmp). luv is loaded only here: runs without plots never pay for it.
+local function temp_base()
+    for _, name in ipairs({ "TMPDIR", "XDG_RUNTIME_DIR" }) do
+        local v = os.getenv(name)
+        if v and v ~= "" then return v, name end
+    end
+    return "/tmp"
+end
+
+--- util.private_dir(prefix) -> path | nil, err: a new directory (mode 0700) the caller removes
+function _M.private_dir(prefix)
+    local base, from = temp_base()
+    local dir, err = require("luv").fs_mkdtemp(base .. "/" .. (prefix or "llmbox") .. "-XXXXXX")
+    if not dir then
+        return nil, ("cannot create a private temporary directory under %s%s: %s"):format(base,
+            from and " ($" .. from .. ")" or "", tostring(err))
+    end
+    return dir
+end
+
+--- util.entries(dir) -> sorted names of everything in dir, dot files included ({} when it is not
+--- a readable directory)
+function _M.entries(dir)
+    local uv = require "luv"
+    local names, h = {}, uv.fs_scandir(dir)
+    while h do
+        local name = uv.fs_scandir_next(h)
+        if not name then break end
+        names[#names + 1] = name
+    end
+    table.sort(names)
+    return names
+end
+
+--- util.remove_tree(path): removes a file or a directory and everything below it, dot files
+--- included. Symbolic links are removed, never followed.
+function _M.remove_tree(path)
+    local uv = require "luv"
+    local st = uv.fs_lstat(path)
+    if not st then return end
+    if st.type == "directory" then
+        for _, name in ipairs(_M.entries(path)) do _M.remove_tree(path .. "/" .. name) end
+        uv.fs_rmdir(path)
+    else
+        uv.fs_unlink(path)
+    end
+end
+
+local function pack(...) return { n = select("#", ...), ... } end
+
+--- util.with_private_dir(prefix, fn) -> fn(dir)'s results | nil, err. The directory is removed
+--- afterwards, also when fn raises an error (which is raised again).
+function _M.with_private_dir(prefix, fn)
+    local dir, err = _M.private_dir(prefix)
+    if not dir then return nil, err end
+    local res = pack(pcall(fn, dir))
+    _M.remove_tree(dir)
+    if not res[1] then error(res[2], 0) end
+    return unpack(res, 2, res.n)
+end
+
 -- Files ending in `suffix` in a directory, sorted ({} when the directory does not exist).
 function _M.list_dir(dir, suffix)
     local names = {}

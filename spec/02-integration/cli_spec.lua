@@ -17,11 +17,11 @@ describe("llmbox CLI #unpriv", function()
     end)
 
     it("runs a FILE, picking the language from its extension, with ARGS after --", function()
-        local f = helpers.write(os.tmpname() .. ".py", "import sys; print(sys.argv[1:])")
+        local f = helpers.write(helpers.tmpname(".py"), "import sys; print(sys.argv[1:])")
         local st, out = cli({ "run", f, "--", "a", "-b" })
         assert.equal(0, st)
         assert.equal("['a', '-b']\n", out)
-        local sh = helpers.write(os.tmpname() .. ".sh", 'echo "shell: $1"')
+        local sh = helpers.write(helpers.tmpname(".sh"), 'echo "shell: $1"')
         st, out = cli({ "run", sh, "x" })
         assert.equal("shell: x\n", out)
         os.remove(f); os.remove(sh)
@@ -86,7 +86,7 @@ describe("llmbox CLI #unpriv", function()
     end)
 
     it("names the file, the key and what was expected when a policy is broken", function()
-        local bad = helpers.write(os.tmpname() .. ".lua", 'return { limits = { memroy = "1G" } }')
+        local bad = helpers.write(helpers.tmpname(".lua"), 'return { limits = { memroy = "1G" } }')
         local st, _, err = cli({ "run", "-p", bad, "-c", "print(1)" })
         assert.equal(125, st)
         assert.matches(bad, err, 1, true)
@@ -153,7 +153,7 @@ describe("llmbox CLI #unpriv", function()
     end)
 
     it("runs an operator's script with arguments", function()
-        local f = helpers.write(os.tmpname() .. ".lua", [[
+        local f = helpers.write(helpers.tmpname(".lua"), [[
 local s = assert(llmbox.session{ lang = "python" })
 local r = assert(s:run("import sys; print(sys.argv[1])", { args = { arg[1] } }))
 io.write(r.stdout, #arg, " ", arg[0]:match("[^/]+$"), "\n")
@@ -190,5 +190,196 @@ return 3
         assert.matches("^llmbox %d+%.%d+%.%d+", out)
         st = cli({ "frobnicate" })
         assert.equal(125, st)
+    end)
+end)
+
+describe("llmbox CLI messages #unpriv", function()
+    it("says a FILE that is a directory is one, for run and check", function()
+        local dir = helpers.tmpdir()
+        for _, cmd in ipairs({ "run", "check" }) do
+            local st, out, err = cli({ cmd, dir })
+            assert.equal(125, st)
+            assert.equal("", out)
+            assert.matches("cannot read " .. dir .. ": it is a directory", err, 1, true)
+            assert.matches("-c CODE", err, 1, true)
+            assert.not_matches("nil", err)
+        end
+    end)
+
+    it("gives the system's reason when a FILE cannot be read", function()
+        for _, cmd in ipairs({ "run", "check" }) do
+            local st, _, err = cli({ cmd, "/no/such/file.py" })
+            assert.equal(125, st)
+            assert.equal("llmbox: cannot read /no/such/file.py: No such file or directory\n", err)
+        end
+        local f = helpers.write(helpers.tmpname(".py"), "print(1)")
+        assert(os.execute("chmod 000 " .. helpers.shell_quote(f)))
+        local prefix = ""
+        if helpers.is_root() then
+            -- root reads anything: drop to nobody (who needs to reach the binary and the tree)
+            prefix = "setpriv --reuid=nobody --regid=nogroup --clear-groups"
+            if not os.execute(prefix .. " test -x " .. helpers.shell_quote(helpers.bin) .. " 2>/dev/null") then
+                return pending("nobody cannot reach " .. helpers.bin .. " (spec/run.sh covers this as nobody)")
+            end
+        end
+        for _, cmd in ipairs({ "run", "check" }) do
+            local st, _, err = cli({ cmd, f }, { env = prefix })
+            assert.equal(125, st)
+            assert.equal("llmbox: cannot read " .. f .. ": Permission denied\n", err)
+        end
+    end)
+
+    it("prints why a command could not be started", function()
+        local st, out, err = cli({ "exec", "--", "/nonexistent" })
+        assert.equal(127, st)
+        assert.equal("", out)
+        assert.equal("llmbox: cannot execute /nonexistent: No such file or directory\n", err)
+        st, _, err = cli({ "exec", "--", "no-such-command" })
+        assert.equal(127, st)
+        assert.matches("no%-such%-command: command not found", err)
+    end)
+
+    it("refuses empty code", function()
+        for _, cmd in ipairs({ "run", "check" }) do
+            local st, out, err = cli({ cmd, "-c", "" })
+            assert.equal(125, st)
+            assert.equal("", out)
+            assert.equal("llmbox: -c: the code is empty; give the code to run\n", err)
+            st, _, err = cli({ cmd, "-" }, { stdin = "" })
+            assert.equal(125, st)
+            assert.equal("llmbox: -: standard input held no code\n", err)
+        end
+    end)
+
+    it("takes -t only as plain decimal seconds", function()
+        for _, bad in ipairs({ "0x10", "inf", "nan", "1e3", "-1", "0", "0.0", " 5", "5s", "" }) do
+            local st, out, err = cli({ "run", "-t", bad, "-c", "print(1)" })
+            assert.equal(125, st, bad)
+            assert.equal("", out)
+            assert.equal(("llmbox: -t: expected a positive number of seconds in decimal, like 5 or 0.5; got %q\n"):format(bad), err)
+        end
+        for _, good in ipairs({ "5", "0.5", "2.", ".25", "007" }) do
+            local st, out, err = cli({ "run", "--timeout=" .. good, "-c", "print(1)" })
+            assert.equal(0, st, err)
+            assert.equal("1\n", out)
+        end
+    end)
+
+    it("starts the stop message on its own line", function()
+        local code = "import sys, time; sys.stdout.write('abc'); sys.stdout.flush(); time.sleep(30)"
+        -- one file for both streams, as on a terminal
+        local st, out = cli({ "run", "-t", "0.5", "-c", code }, { merge = true })
+        assert.equal(124, st)
+        assert.equal("abc\nllmbox: the run was stopped: wall-clock timeout (0.5 s) reached\n", out)
+        -- apart: standard error gets no stray empty line
+        local err
+        st, out, err = cli({ "run", "-t", "0.5", "-c", code })
+        assert.equal("abc", out)
+        assert.equal("llmbox: the run was stopped: wall-clock timeout (0.5 s) reached\n", err)
+        st, out, err = cli({ "run", "-t", "0.5", "-c", (code:gsub("stdout", "stderr")) })
+        assert.equal("", out)
+        assert.equal("abc\nllmbox: the run was stopped: wall-clock timeout (0.5 s) reached\n", err)
+        st, out = cli({ "run", "-t", "0.5", "-c", "import time; print('done'); time.sleep(30)" }, { merge = true })
+        assert.equal("done\nllmbox: the run was stopped: wall-clock timeout (0.5 s) reached\n", out)
+    end)
+
+    it("keeps lines whole when parallel runs write to one pipe", function()
+        -- python -u writes each print as two write(2)s, the text and then the newline
+        local code = "for i in range(4000): print('%05d' % i + 'x' * 60)"
+        local out = helpers.tmpname()
+        local runs = {}
+        for i = 1, 3 do runs[i] = helpers.shell_quote(helpers.bin) .. " run -c " .. helpers.shell_quote(code) .. " &" end
+        assert(os.execute("( " .. table.concat(runs, " ") .. " wait ) </dev/null | cat >" .. helpers.shell_quote(out)))
+        local lines, bad = 0, {}
+        for line in io.lines(out) do
+            lines = lines + 1
+            if not line:match("^%d%d%d%d%d" .. ("x"):rep(60) .. "$") and #bad < 5 then bad[#bad + 1] = line end
+        end
+        assert.same({}, bad)
+        assert.equal(12000, lines)
+    end)
+
+    it("says in --json which step failed", function()
+        local _, out = cli({ "run", "--json", "-l", "cpp", "-c", "int main() { return nope; }" })
+        local j = cjson.decode(out)
+        assert.equal("compile", j.phase)
+        assert.matches("nope", j.stderr)
+        _, out = cli({ "run", "--json", "-l", "cpp", "-c", "int main() { return 3; }" })
+        j = cjson.decode(out)
+        assert.equal(3, j.exit_code)
+        assert.equal(cjson.null, j.phase)
+        _, out = cli({ "exec", "--json", "--", "true" })
+        assert.equal(cjson.null, cjson.decode(out).phase)
+    end)
+
+    it("has in --json the fields the MCP result has", function()
+        local pol = helpers.write(helpers.tmpname(".lua"), 'return { extends = "default", checks = { mode = "warn" } }')
+        local st, out, err = cli({ "run", "--json", "-p", pol, "-c", "import subprocess" })
+        assert.equal(0, st, err)
+        local j = cjson.decode(out)
+        for _, k in ipairs({ "exit_code", "stdout", "stderr", "timed_out", "limit", "duration_ms", "truncated",
+            "signal", "phase", "cpu_ms", "plots" }) do
+            assert.is_not_nil(j[k], k)
+        end
+        assert.matches("subprocess", j.warnings[1].rule)
+    end)
+end)
+
+describe("llmbox run --libraries #unpriv", function()
+    local pol
+    setup(function()
+        local wheel = require "support.wheel"
+        local wheels = helpers.private_dir() .. "/wheels" -- (0711: the jail reaches it)
+        wheel.build(wheels, "llmboxdemo", "1.0", "def answer():\n    return 42\n")
+        wheel.build(wheels, "llmboxtwo", "1.5", "TWO = 2\n")
+        pol = helpers.write(helpers.tmpname(".lua"), ([[return { extends = "default", checks = { mode = "off" },
+            libraries = { allow = true, sources = { python = { find_links = { %q } } } } }]]):format(wheels))
+    end)
+
+    it("installs the libraries, then runs the code with them", function()
+        local st, out, err = cli({ "run", "-p", pol, "--libraries", "llmboxdemo==1.0,llmboxtwo>=1.0,<2", "-c",
+            "import llmboxdemo, llmboxtwo; print(llmboxdemo.answer() + llmboxtwo.TWO)" })
+        assert.equal(0, st, err)
+        assert.equal("44\n", out)
+        assert.equal("", err) -- the installer's chatter is not the program's output
+        st, out, err = cli({ "run", "-p", pol, "--libraries=llmboxdemo", "--libraries", "llmboxtwo", "--json", "-c",
+            "import llmboxdemo, llmboxtwo; print(llmboxdemo.answer() + llmboxtwo.TWO)" })
+        assert.equal(0, st, err)
+        assert.equal("44\n", cjson.decode(out).stdout)
+    end)
+
+    it("shows a failed install as the install's result, and does not run the code", function()
+        local st, out, err = cli({ "run", "-p", pol, "--libraries", "no-such-package", "-c", "print('ran')" })
+        assert.is_not.equal(0, st)
+        assert.is_not.equal(125, st, err)
+        assert.equal("", out)
+        assert.matches("No matching distribution", err, 1, true)
+        local last = "\nllmbox: installing the libraries failed (exit " .. st .. "); the code did not run\n"
+        assert.equal(last, err:sub(-#last))
+        _, out = cli({ "run", "-p", pol, "--json", "--libraries", "no-such-package", "-c", "print('ran')" })
+        local j = cjson.decode(out)
+        assert.equal("install", j.phase)
+        assert.is_not.equal(0, j.exit_code)
+        assert.matches("No matching distribution", j.stderr, 1, true)
+    end)
+
+    it("refuses what the policy or the package names do not allow", function()
+        local st, _, err = cli({ "run", "--libraries", "llmboxdemo", "-c", "print(1)" })
+        assert.equal(125, st)
+        assert.matches('policy "default" does not allow library installs', err, 1, true)
+        st, _, err = cli({ "run", "-p", pol, "--libraries", "-e.", "-c", "print(1)" })
+        assert.equal(125, st)
+        assert.matches("install: package 1 (\"-e.\") starts with '-'", err, 1, true)
+        st, _, err = cli({ "run", "-p", pol, "--libraries", "a,,b", "-c", "print(1)" })
+        assert.equal(125, st)
+        assert.matches("--libraries: an empty name in \"a,,b\"", err, 1, true)
+        local many = {}
+        for i = 1, 51 do many[i] = "p" .. i end
+        st, _, err = cli({ "run", "-p", pol, "--libraries", table.concat(many, ","), "-c", "print(1)" })
+        assert.equal(125, st)
+        assert.matches("--libraries: at most 50 libraries, got 51", err, 1, true)
+        st, _, err = cli({ "run", "-l", "cpp", "-p", pol, "--libraries", "fmt", "-c", "int main(){}" })
+        assert.equal(125, st)
+        assert.matches("installing libraries is not supported for cpp", err, 1, true)
     end)
 end)

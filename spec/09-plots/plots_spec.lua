@@ -53,6 +53,56 @@ go.Figure(go.Bar(x=["a", "b"], y=[1, 3])).show()
         end
     end)
 
+    it("returns a figure saved and then shown once, as it was saved", function()
+        local r = assert(s:run([[
+import matplotlib.pyplot as plt
+plt.figure(figsize=(4, 3), dpi=100); plt.plot([1, 2]); plt.savefig('/sandbox/a.png', dpi=150); plt.show()
+]]))
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal(1, #r.plots)
+        is_png(r.plots[1], 600, 450)
+        -- saved twice without a change: still one plot, as the last save made it
+        r = assert(s:run([[
+import matplotlib.pyplot as plt
+fig = plt.figure(figsize=(4, 3), dpi=100); plt.plot([1, 2])
+fig.savefig('/sandbox/b.png'); fig.savefig('/sandbox/b2.png', dpi=50)
+]]))
+        assert.equal(1, #r.plots)
+        is_png(r.plots[1], 200, 150)
+        -- changed after the save: the shown figure is another plot
+        r = assert(s:run([[
+import matplotlib.pyplot as plt
+plt.figure(figsize=(4, 3), dpi=100); plt.plot([1, 2]); plt.savefig('/sandbox/c.png')
+plt.title('changed'); plt.show()
+]]))
+        assert.equal(2, #r.plots)
+        assert.are_not.equal(r.plots[1].data, r.plots[2].data)
+    end)
+
+    it("captures what savefig wrote: its dpi, bbox_inches and, for SVG, its format", function()
+        local r = assert(s:run([[
+import io
+import matplotlib.pyplot as plt
+fig = plt.figure(figsize=(4, 3), dpi=100); plt.plot([1, 2]); plt.title('tight')
+fig.savefig('/sandbox/tight.png', dpi=120, bbox_inches='tight')
+fig2 = plt.figure(figsize=(2, 1)); plt.plot([3, 1])
+buf = io.BytesIO(); fig2.savefig(buf, format='png', dpi=80)
+fig3 = plt.figure(figsize=(3, 2)); plt.plot([0, 1]); fig3.savefig('/sandbox/v.svg')
+fig4 = plt.figure(figsize=(3, 2)); plt.plot([1, 0]); fig4.savefig('/sandbox/p.pdf', dpi=50)
+]]))
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal(4, #r.plots)
+        -- the same pixels as the program's own file
+        local own = assert(s:exec({ "cat", "/sandbox/tight.png" })).stdout
+        is_png(r.plots[1], artifacts.png_size(own))
+        assert.is_true(own == r.plots[1].data, "the plot differs from the file savefig wrote")
+        assert.is_true(r.plots[1].width < 480 and r.plots[1].height < 360)
+        is_png(r.plots[2], 160, 80)
+        assert.equal("svg", r.plots[3].format)
+        assert.matches("<svg", r.plots[3].data, 1, true)
+        is_png(r.plots[4], 150, 100)
+    end)
+
     it("clears plots between runs unless asked to keep them", function()
         assert.equal(1, #assert(s:run("import matplotlib.pyplot as plt; plt.plot([1])")).plots)
         assert.equal(0, #assert(s:run("print('no plot')")).plots)
@@ -81,13 +131,42 @@ go.Figure(go.Bar(x=["a", "b"], y=[1, 3])).show()
         assert.equal(150, j.plots[1].width)
         assert.equal(100, j.plots[1].height)
         assert.equal("iVBORw0KGgo", j.plots[1].data:sub(1, 11)) -- base64 of the PNG magic
-        local dir = os.tmpname()
-        os.remove(dir)
+        local dir = helpers.tmpdir() .. "/saved" -- (made by --save-plots)
         local st2, _, err = helpers.cli({ "run", "-p", "permissive", "--save-plots", dir, "-c", "import matplotlib.pyplot as plt; plt.plot([1])" })
         assert.equal(0, st2)
         assert.matches("saved", err)
         local png = helpers.read(dir .. "/plot-1.png")
         assert.equal("\137PNG", png:sub(1, 4))
+        os.execute("rm -rf " .. helpers.shell_quote(dir))
+    end)
+
+    it("returns Plotly HTML small, and --save-plots makes it work offline", function()
+        local code = "import plotly.graph_objects as go; go.Figure(go.Bar(x=['a', 'b'], y=[1, 3])).show()"
+        -- in results the HTML loads plotly.js from Plotly's CDN: one copy of the script per plot
+        -- would be ~8.6 MB (Debian ships it unminified), too much for JSON and MCP results
+        local st, out = helpers.cli({ "run", "-p", "permissive", "--json", "-c", code })
+        assert.equal(0, st)
+        local html = artifacts.unbase64(cjson.decode(out).plots[1].data)
+        assert.is_true(#html < 100000)
+        assert.matches('<script src="https://cdn.plot.ly/plotly-', html, 1, true)
+        -- saved for a person: the script the host's python3-plotly ships goes beside the plots, once
+        local dir = helpers.tmpdir()
+        local err
+        st, _, err = helpers.cli({ "run", "-p", "permissive", "--save-plots", dir, "-c", code .. "\n" .. code })
+        assert.equal(0, st, err)
+        local names = {}
+        for name in io.popen("ls " .. helpers.shell_quote(dir)):lines() do names[#names + 1] = name end
+        local js = names[3]
+        assert.same({ "plot-1.html", "plot-2.html" }, { names[1], names[2] })
+        assert.matches("^plotly%-%d+%.%d+%.%d+%.js$", js)
+        assert.equal(3, #names)
+        assert.matches("* plotly.js v", helpers.read(dir .. "/" .. js):sub(1, 40), 1, true)
+        for i = 1, 2 do
+            html = helpers.read(dir .. "/plot-" .. i .. ".html")
+            assert.matches('<script src="' .. js .. '"></script>', html, 1, true)
+            assert.not_matches("cdn.plot.ly", html, 1, true)
+        end
+        assert.matches("saved " .. dir .. "/" .. js, err, 1, true)
         os.execute("rm -rf " .. helpers.shell_quote(dir))
     end)
 end)

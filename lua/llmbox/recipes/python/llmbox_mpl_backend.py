@@ -1,53 +1,121 @@
 """llmbox's matplotlib backend (MPLBACKEND=module://llmbox_mpl_backend).
 
 Agg, plus: every figure that is shown, saved, or still open when the program ends is also written
-as a PNG to $LLMBOX_PLOTS_DIR, where llmbox collects it after the run. Loaded by matplotlib only
-when the program uses matplotlib (seaborn included), so it costs nothing otherwise, and the
-user's code is not changed, so traceback line numbers stay right.
+to $LLMBOX_PLOTS_DIR, where llmbox collects it after the run. Loaded by matplotlib only when the
+program uses matplotlib (seaborn included), so it costs nothing otherwise, and the user's code is
+not changed, so traceback line numbers stay right.
+
+One plot per figure as it looks: a figure saved and then shown, or saved again, without a change
+in between, is one plot, and that plot is what the last savefig wrote: its dpi, bbox_inches,
+pad_inches and colours; SVG stays SVG, any other format (PDF, JPEG, ...) comes back as PNG. A
+figure changed after it was captured is captured again, as a new plot.
 """
 import atexit
+import functools
 import os
 import time
 
-from matplotlib import _pylab_helpers
+from matplotlib import _pylab_helpers, rcParams
 from matplotlib.backend_bases import FigureManagerBase
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 _DIR = os.environ.get("LLMBOX_PLOTS_DIR", "/tmp/llmbox/plots")
 _saving = False
 
+# print_figure's parameters that shape the picture, in its positional order, and the keyword-only
+# ones; format-specific options (metadata, pil_kwargs) are not carried over to the capture.
+_POSITIONAL = ("dpi", "facecolor", "edgecolor", "orientation", "format")
+_KEPT = ("dpi", "facecolor", "edgecolor", "orientation", "bbox_inches", "pad_inches",
+         "bbox_extra_artists")
 
-def _capture(figure):
-    """Writes one PNG of `figure`; names sort in creation order across plotting libraries."""
+
+def _capture(figure, options=None, replace=False):
+    """Writes `figure` as a plot. Names sort in creation order across plotting libraries; with
+    `replace`, the figure's previous plot is rewritten in its place."""
     global _saving
     if _saving:
         return
     _saving = True
     try:
+        options = dict(options or {})
+        fmt = options.pop("format", "png")
         os.makedirs(_DIR, exist_ok=True)
-        path = os.path.join(_DIR, "%020d.png" % time.monotonic_ns())
-        figure.savefig(path, format="png")
-        figure._llmbox_captured = True
+        previous = getattr(figure, "_llmbox_plot", None)
+        if replace and previous:
+            stem = previous.rsplit(".", 1)[0]
+        else:
+            stem = os.path.join(_DIR, "%020d" % time.monotonic_ns())
+        path = "%s.%s" % (stem, fmt)
+        figure.canvas.print_figure(path, format=fmt, **options)
+        if replace and previous and previous != path:
+            os.unlink(previous)
+        figure._llmbox_plot = path
     except Exception:  # a plot that cannot be drawn must not change the program's outcome
         pass
     finally:
         _saving = False
 
 
+def _save_options(filename, args, kwargs):
+    """print_figure's arguments -> the capture's: the same picture, as PNG unless it is SVG."""
+    given = dict(zip(_POSITIONAL, args))
+    given.update(kwargs)
+    fmt = given.get("format")
+    if fmt is None:
+        if isinstance(filename, os.PathLike):
+            filename = os.fspath(filename)
+        ext = os.path.splitext(filename)[1][1:] if isinstance(filename, str) else ""
+        fmt = ext or rcParams["savefig.format"]
+    options = {k: given[k] for k in _KEPT if given.get(k) is not None}
+    options["format"] = "svg" if str(fmt).lower() == "svg" else "png"
+    return options
+
+
 class FigureCanvasLlmbox(FigureCanvasAgg):
-    def print_figure(self, *args, **kwargs):
-        result = super().print_figure(*args, **kwargs)
-        _capture(self.figure)  # savefig(...) by the program: keep a copy too
+    def print_figure(self, filename, *args, **kwargs):
+        result = super().print_figure(filename, *args, **kwargs)
+        if not _saving:  # savefig(...) by the program: keep what it wrote
+            figure = self.figure
+            _capture(figure, _save_options(filename, args, kwargs),
+                     replace=getattr(figure, "_llmbox_unchanged", False))
         return result
 
 
 FigureCanvas = FigureCanvasLlmbox
 FigureManager = FigureManagerBase
 
+_figure_savefig = Figure.savefig
+
+
+@functools.wraps(_figure_savefig)
+def _savefig(self, *args, **kwargs):
+    # Whether the figure changed since its last capture must be read before savefig runs: savefig
+    # itself marks the figure stale (it sets and restores colours around the drawing).
+    ours = isinstance(self.canvas, FigureCanvasLlmbox)
+    if ours:
+        self._llmbox_unchanged = bool(getattr(self, "_llmbox_plot", None)) and not self.stale
+    try:
+        return _figure_savefig(self, *args, **kwargs)
+    finally:
+        if ours:
+            self._llmbox_unchanged = False
+            if getattr(self, "_llmbox_plot", None):
+                # as captured: any later change to the figure or its artists marks it stale again
+                self.stale = False
+
+
+Figure.savefig = _savefig
+
+
+def _needs_capture(figure):
+    return not getattr(figure, "_llmbox_plot", None) or figure.stale
+
 
 def show(*args, **kwargs):
     for manager in _pylab_helpers.Gcf.get_all_fig_managers():
-        _capture(manager.canvas.figure)
+        if _needs_capture(manager.canvas.figure):
+            _capture(manager.canvas.figure)
     # as with a window closed after a blocking show() (or Jupyter's inline backend): the shown
     # figures are done, so a second show() does not return the same plots again
     _pylab_helpers.Gcf.destroy_all()
@@ -56,5 +124,5 @@ def show(*args, **kwargs):
 @atexit.register
 def _figures_left_open():
     for manager in _pylab_helpers.Gcf.get_all_fig_managers():
-        if not getattr(manager.canvas.figure, "_llmbox_captured", False):
+        if _needs_capture(manager.canvas.figure):
             _capture(manager.canvas.figure)

@@ -1,6 +1,10 @@
 """llmbox's Python startup hook: makes Plotly's fig.show() write the figure as HTML to
 $LLMBOX_PLOTS_DIR. It only watches for `plotly.io` being imported (no import of its own), so a
-program that does not use Plotly pays nothing. Matplotlib is handled by llmbox_mpl_backend."""
+program that does not use Plotly pays nothing. Matplotlib is handled by llmbox_mpl_backend.
+
+The HTML loads plotly.js from Plotly's CDN: Debian's copy of the script is 8.6 MB (unminified),
+which embedded in every plot would swamp JSON and MCP results (see README, "Plots"). `llmbox
+run --save-plots` points saved plots at a local copy instead; LLMBOX_PLOTLY_JS=inline embeds it."""
 import importlib.machinery  # already loaded by site; importlib.abc would cost ~10 ms
 import os
 import sys

@@ -1,0 +1,136 @@
+-- Plots and artifacts reach the host through a private directory: a new one per collection,
+-- mode 0700, under $TMPDIR, removed afterwards whatever happens. Nothing is staged under a name
+-- another local user could take over.
+local llmbox = require "llmbox"
+local helpers = require "spec.helpers"
+local uv = require "luv"
+local ffi = require "ffi"
+
+pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite); int unsetenv(const char *name);")
+
+local PLOT = "import matplotlib.pyplot as plt; plt.plot([1, 2])"
+
+local entries = require("llmbox.util").entries
+
+-- Watches the host paths a session copies results to, and the directory each lands in.
+local function watch_copies(s)
+    local real, seen = s.handle, {}
+    s.handle = setmetatable({
+        copy_out = function(_, src, dst, max)
+            local parent = dst:match("^(.*)/[^/]+$")
+            local st = uv.fs_lstat(parent)
+            seen[#seen + 1] = { dst = dst, parent = parent, mode = st and st.mode % 4096,
+                uid = st and st.uid, type = st and st.type }
+            return real:copy_out(src, dst, max)
+        end,
+    }, { __index = function(_, k)
+        local v = real[k]
+        if type(v) == "function" then return function(_, ...) return v(real, ...) end end
+        return v
+    end })
+    return seen, function() s.handle = real end
+end
+
+describe("collecting plots and artifacts #unpriv", function()
+    local base, saved
+    before_each(function()
+        saved = os.getenv("TMPDIR")
+        base = helpers.tmpdir()
+        ffi.C.setenv("TMPDIR", base, 1)
+    end)
+    after_each(function()
+        if saved then ffi.C.setenv("TMPDIR", saved, 1) else ffi.C.unsetenv("TMPDIR") end
+        require("llmbox.util").remove_tree(base)
+    end)
+
+    it("stages results in a new 0700 directory under $TMPDIR and leaves nothing behind", function()
+        local s = assert(llmbox.session({ lang = "python", policy = "permissive" }))
+        local seen, restore = watch_copies(s)
+        local r = assert(s:run(PLOT .. "\nimport os; os.makedirs('/sandbox/output', exist_ok=True)\n"
+            .. "open('/sandbox/output/.hidden', 'w').write('dot'); open('/sandbox/output/a.txt', 'w').write('a')",
+            { artifacts = true }))
+        restore()
+        s:close()
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal(1, #r.plots)
+        assert.same({ ".hidden", "a.txt" }, { r.files[1].name, r.files[2].name })
+        assert.equal(2, #seen) -- the plots, then the output folder
+        for _, c in ipairs(seen) do
+            assert.equal(base, c.parent:match("^(.*)/[^/]+$"), c.dst)
+            assert.equal("directory", c.type)
+            assert.equal(tonumber("700", 8), c.mode)
+            assert.equal(tonumber(helpers.uid()), c.uid)
+        end
+        assert.are_not.equal(seen[1].parent, seen[2].parent) -- a new directory each time
+        assert.same({}, entries(base))
+    end)
+
+    it("leaves nothing behind when a collection fails", function()
+        local s = assert(llmbox.session({ lang = "python", policy = "permissive" }))
+        local r, err = s:run("import os; os.makedirs('/sandbox/output', exist_ok=True)\n"
+            .. "open('/sandbox/output/big', 'wb').write(bytes(100000)); open('/sandbox/output/.x', 'w').write('x')",
+            { artifacts = true, artifacts_max = 1000 })
+        s:close()
+        assert.is_nil(r)
+        assert.matches("larger than the limit", err)
+        assert.same({}, entries(base))
+    end)
+
+    it("says so, naming $TMPDIR, when it cannot make its directory there", function()
+        ffi.C.setenv("TMPDIR", base .. "/missing", 1)
+        local s = assert(llmbox.session({ lang = "python", policy = "permissive" }))
+        local r, err = s:run(PLOT)
+        s:close()
+        assert.is_nil(r and "a result") -- (not the result itself: its PNG bytes make a poor message)
+        assert.matches(base .. "/missing ($TMPDIR)", err, 1, true)
+        assert.matches("no such file or directory", err:lower(), 1, true)
+    end)
+
+    it("cannot be redirected by a symlink planted at a name it uses", function()
+        -- The race os.tmpname() loses: it picks a name in a shared directory, removes the file,
+        -- and another user plants a symlink there before the name is used. Played here without
+        -- the timing: every name os.tmpname() hands out is taken over right after its removal.
+        local victim = base .. "/victim"
+        assert(uv.fs_mkdir(victim, tonumber("700", 8)))
+        helpers.write(victim .. "/keep", "the victim's own file")
+        local tmpname, remove = os.tmpname, os.remove
+        local planted = {}
+        os.tmpname = function()
+            local p = tmpname()
+            planted[p] = true
+            return p
+        end
+        os.remove = function(p)
+            local ok, e = remove(p)
+            if planted[p] == true then
+                planted[p] = "taken"
+                uv.fs_symlink(victim, p)
+            end
+            return ok, e
+        end
+        local s = assert(llmbox.session({ lang = "python", policy = "permissive" }))
+        local ok, r = pcall(s.run, s, PLOT, { artifacts = true })
+        s:close()
+        os.tmpname, os.remove = tmpname, remove
+        for p in pairs(planted) do remove(p) end
+        assert.is_true(ok, r)
+        assert.equal(1, #r.plots)
+        assert.same({ "keep" }, entries(victim)) -- nothing written there, nothing removed
+    end)
+end)
+
+describe("llmbox run's temporary files #unpriv", function()
+    it("go under $TMPDIR and are gone afterwards", function()
+        local base = helpers.tmpdir()
+        local q = helpers.shell_quote
+        local st, out = helpers.cli({ "run", "-p", "permissive", "--json", "-c", PLOT }, { env = "TMPDIR=" .. q(base) })
+        assert.equal(0, st)
+        assert.equal(1, #require("cjson").decode(out).plots)
+        assert.same({}, entries(base))
+        local err
+        st, _, err = helpers.cli({ "run", "-p", "permissive", "-c", PLOT }, { env = "TMPDIR=" .. q(base .. "/missing") })
+        assert.equal(125, st)
+        assert.matches(base .. "/missing ($TMPDIR)", err, 1, true)
+        uv.fs_rmdir(base)
+    end)
+end)

@@ -46,7 +46,7 @@ describe("mcp file transfer with a small TMPDIR", function()
         assert.is_true(r.isError, "a 2 MiB upload through a 512k TMPDIR reported success: " .. cjson.encode(r))
         local msg = r.content[1].text
         assert.matches("big.bin", msg, 1, true)
-        assert.matches("No space left on device", msg, 1, true)
+        assert.matches("[Nn]o space left on device", msg)
         assert.matches("TMPDIR", msg, 1, true)
         -- nothing half-written was left in the workspace
         r = call(c, "run_in_session", { session_id = sid, code = "ls -A /sandbox" })
@@ -68,7 +68,7 @@ describe("mcp file transfer with a small TMPDIR", function()
         r = call(c, "download_file", { session_id = sid, path = "out.txt" })
         assert.is_true(r.isError, "a 1 MiB download through a 512k TMPDIR reported success")
         assert.matches("out.txt", r.content[1].text, 1, true)
-        assert.matches("No space left on device", r.content[1].text, 1, true)
+        assert.matches("[Nn]o space left on device", r.content[1].text)
 
         local status, stderr = c:close()
         assert.equal(0, status, stderr)

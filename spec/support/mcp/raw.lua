@@ -32,9 +32,16 @@ function _M.start(env, opts)
     assert(c.handle, c.pid)
     c.stdout:read_start(function(err, data)
         if not data then c.out_eof = true return end
-        c.buf = c.buf .. data
-        for line in c.buf:gmatch("([^\n]*)\n") do c.lines[#c.lines + 1] = line end
-        c.buf = c.buf:match("[^\n]*$")
+        -- look for newlines in the new data only: a long line arrives in many reads
+        local start = 1
+        while true do
+            local nl = data:find("\n", start, true)
+            if not nl then break end
+            c.lines[#c.lines + 1] = c.buf .. data:sub(start, nl - 1)
+            c.buf = ""
+            start = nl + 1
+        end
+        c.buf = c.buf .. data:sub(start)
     end)
     c.errpipe:read_start(function(err, data)
         if data then c.stderr = c.stderr .. data end

@@ -6,8 +6,6 @@ local raw = require "support.mcp.raw"
 local helpers = require "spec.helpers"
 local util = require "llmbox.util"
 
-local INIT = { protocolVersion = "2025-11-25", capabilities = {}, clientInfo = { name = "raw", version = "1" } }
-
 -- every process under `root` (zombies too): pid -> state
 local function tree(root)
     local procs, out = util.processes(), {}
@@ -41,7 +39,7 @@ end
 describe("mcp server as pid 1", function()
     it("reaps every process it inherits: no zombies after timed-out and cancelled calls", function()
         local c = raw.start({}, { argv = { "unshare", "--pid", "--fork", "--mount-proc", helpers.bin, "mcp" } })
-        assert(c:request(1, "initialize", INIT), "no answer to initialize")
+        c:init()
         -- 20 calls that time out (8 run at once, the rest wait for a slot)
         for id = 100, 119 do execute(c, id, "sleep 30", 1) end
         for id = 100, 119 do

@@ -5,11 +5,9 @@ local uv = require "luv"
 local raw = require "support.mcp.raw"
 local helpers = require "spec.helpers"
 
-local INIT = { protocolVersion = "2025-11-25", capabilities = {}, clientInfo = { name = "raw", version = "1" } }
-
 local function start(tmp)
     local c = raw.start({ TMPDIR = tmp, LLMBOX_MCP_WARM = "0" })
-    assert(c:request(1, "initialize", INIT), "no answer to initialize")
+    c:init()
     return c
 end
 

@@ -7,15 +7,12 @@ local raw = require "support.mcp.raw"
 local helpers = require "spec.helpers"
 local artifacts = require "llmbox.artifacts"
 
-local INIT = { protocolVersion = "2025-11-25", capabilities = {}, clientInfo = { name = "raw", version = "1" } }
-
 -- `llmbox mcp` with TMPDIR on a tmpfs of `size`, mounted where only the server sees it
 local function server_with_small_tmpdir(size)
     local dir = assert(require("luv").fs_mkdtemp("/tmp/llmbox-spec-tmpfs-XXXXXX"))
     local c = raw.start({ TMPDIR = dir, LLMBOX_MCP_WARM = "0" }, { argv = { "unshare", "--mount", "sh", "-c",
         'mount -t tmpfs -o size=' .. size .. ' tmpfs "$TMPDIR" && exec "$0" "$@"', helpers.bin, "mcp" } })
-    assert(c:request(1, "initialize", INIT), "no answer to initialize")
-    c:send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    c:init()
     c.tmpfs = dir
     return c
 end

@@ -12,6 +12,7 @@
 -- walked into, and a link in place of the directory is left alone.
 local ffi = require "ffi"
 local uv = require "luv"
+local read = require("llmbox.util").read_file
 
 local ipairs, tostring, tonumber, os = ipairs, tostring, tonumber, os
 local format, concat = string.format, table.concat
@@ -22,14 +23,6 @@ _M.PREFIX = "llmbox-mcp-"
 local OWNER = "owner"
 
 pcall(ffi.cdef, "unsigned geteuid(void);")
-
-local function read(path)
-    local f = io.open(path, "rb")
-    if not f then return nil end
-    local d = f:read("*a")
-    f:close()
-    return d
-end
 
 -- where the directory goes: TMPDIR as usual, else the user's private runtime directory
 function _M.base(getenv)

@@ -49,6 +49,15 @@ function _M.start(env, opts)
     return c
 end
 
+_M.INIT = { protocolVersion = "2025-11-25", capabilities = {}, clientInfo = { name = "raw", version = "1" } }
+
+--- init() -> the initialize response; then sends notifications/initialized
+function Conn:init()
+    local r = assert(self:request(1, "initialize", _M.INIT), "no answer to initialize")
+    self:send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    return r
+end
+
 function Conn:send(line)
     self.stdin:write(line .. "\n")
 end

@@ -13,20 +13,21 @@ local ffi = require "ffi"
 local uv = require "luv"
 local ctx = require "llmbox.mcp.context"
 
-local tostring = tostring
+local ipairs, pcall, tostring = ipairs, pcall, tostring
 
 local _M = { _VERSION = "0.1.0" }
 
-pcall(ffi.cdef, "int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5);")
-pcall(ffi.cdef, [[
-typedef struct {
-    int si_signo, si_errno, si_code;
-    union { int pad[29]; struct { int pid; unsigned uid; } child; void *align; } u;
-} llmbox_siginfo;
-int waitid(int idtype, unsigned id, llmbox_siginfo *info, int options);
-int waitpid(int pid, int *status, int options);
-char *strerror(int errnum);
-]])
+-- one declaration per cdef: one that another module made already must not hide the others
+for _, decl in ipairs({
+    "int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5);",
+    [[typedef struct {
+        int si_signo, si_errno, si_code;
+        union { int pad[29]; struct { int pid; unsigned uid; } child; void *align; } u;
+    } llmbox_siginfo;]],
+    "int waitid(int idtype, unsigned id, llmbox_siginfo *info, int options);",
+    "int waitpid(int pid, int *status, int options);",
+    "char *strerror(int errnum);",
+}) do pcall(ffi.cdef, decl) end
 local C = ffi.C
 local PR_SET_CHILD_SUBREAPER = 36
 local P_ALL, WNOHANG, WEXITED, WNOWAIT = 0, 1, 4, 0x01000000

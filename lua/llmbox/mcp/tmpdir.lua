@@ -14,7 +14,7 @@ local ffi = require "ffi"
 local uv = require "luv"
 local read = require("llmbox.util").read_file
 
-local ipairs, tostring, tonumber, os = ipairs, tostring, tonumber, os
+local ipairs, tostring, os = ipairs, tostring, os
 local format, concat = string.format, table.concat
 
 local _M = { _VERSION = "0.1.0" }

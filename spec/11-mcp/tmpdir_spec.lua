@@ -52,6 +52,7 @@ describe("mcp temporary directory #unpriv", function()
 
         -- things that are not a server's: kept as they are, and nothing is followed
         local outside = assert(uv.fs_mkdtemp("/tmp/llmbox-spec-outside-XXXXXX"))
+        finally(function() os.execute("rm -rf " .. helpers.shell_quote(outside)) end)
         helpers.write(outside .. "/precious", "keep me")
         assert(uv.fs_symlink(outside, tmp .. "/llmbox-mcp-link00"))
         assert(uv.fs_mkdir(tmp .. "/llmbox-mcp-nobody", 448))
@@ -75,7 +76,6 @@ describe("mcp temporary directory #unpriv", function()
         status = b:close()
         assert.equal(0, status)
         assert.same({ ["llmbox-mcp-link00"] = true, ["llmbox-mcp-nobody"] = true }, server_dirs(tmp))
-        os.execute("rm -rf " .. helpers.shell_quote(outside))
     end)
 
     it("does not mistake a reused pid for the server that left the directory", function()

@@ -36,6 +36,10 @@ end
 describe("mcp file transfer with a small TMPDIR", function()
     it("refuses an upload that does not fit, naming what failed; one that fits arrives whole", function()
         local c = server_with_small_tmpdir("512k")
+        finally(function()
+            c:close()
+            os.remove(c.tmpfs)
+        end)
         local sid = call(c, "create_session", { language = "shell" }).structuredContent.session_id
         local big = blob(2 * 1024 * 1024)
         local r = call(c, "upload_file", { session_id = sid, path = "big.bin", content = artifacts.base64(big),
@@ -69,6 +73,5 @@ describe("mcp file transfer with a small TMPDIR", function()
 
         local status, stderr = c:close()
         assert.equal(0, status, stderr)
-        os.remove(c.tmpfs)
     end)
 end)

@@ -104,6 +104,8 @@ end
 
 --- close([timeout]) -> exit status, stderr (closes stdin and waits for the exit)
 function Conn:close(timeout)
+    if self.closed then return self.status, self.stderr end
+    self.closed = true
     if not self.stdin:is_closing() then self.stdin:close() end
     run_until(function() return self.status ~= nil and self.out_eof end, timeout or 10)
     if self.status == nil then self.handle:kill("sigkill") end

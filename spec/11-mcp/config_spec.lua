@@ -58,6 +58,56 @@ describe("mcp configuration #unpriv", function()
         assert.matches("SANDBOX_READ_ONLY=false: the jail's root stays read%-only", stderr)
     end)
 
+    it("says which policy to choose when SANDBOX_MEMORY is above the policy's limit", function()
+        -- the shipped policies that allow 1G, read from the policies themselves
+        local allow = {}
+        for _, entry in ipairs(require("llmbox.policy").list()) do
+            local p = require("llmbox.policy").load(entry.name)
+            if p and p.limits.memory >= 1024 * 1024 * 1024 then allow[#allow + 1] = entry.name end
+        end
+        assert.is_true(#allow > 0, "no shipped policy allows 1G: this case proves nothing")
+        local status, _, err = start("SANDBOX_MEMORY=1g")
+        assert.equal(125, status)
+        assert.matches("exceeds the memory limit of policy \"default\" (512M)", err, 1, true)
+        for _, name in ipairs(allow) do
+            assert.matches("LLMBOX_POLICY=" .. name, err, 1, true)
+        end
+        -- more than any shipped policy allows (the seed's documented 4G): how to write one
+        status, _, err = start("SANDBOX_MEMORY=4G")
+        assert.equal(125, status)
+        assert.matches("no shipped policy allows 4G", err, 1, true)
+        assert.matches('extends = "default"', err, 1, true)
+        assert.matches('limits = { memory = "4G" }', err, 1, true)
+        assert.matches("LLMBOX_POLICY=/path/to/", err, 1, true)
+    end)
+
+    it("says what to set instead of a container backend", function()
+        for _, name in ipairs({ "docker", "podman", "kubernetes" }) do
+            local status, _, err = start("BACKEND=" .. name)
+            assert.equal(125, status)
+            assert.matches("the " .. name .. " backend is not built yet in this version", err, 1, true)
+            assert.matches("BACKEND=native", err, 1, true)
+            assert.matches("needs no daemon", err, 1, true)
+        end
+    end)
+
+    it("warns about SANDBOX_ variables it does not know, naming the nearest known one", function()
+        local c = raw.start({ SANDBOX_NETWORKMODE = "none", SANDBOX_NETWORK_MODE = "", SANDBOX_FOO = "1" })
+        local r = c:request(1, "initialize", { protocolVersion = "2025-06-18", capabilities = {},
+            clientInfo = { name = "t", version = "1" } })
+        assert.equal("2025-06-18", r.result.protocolVersion) -- a warning, not a refusal
+        local _, stderr = c:close()
+        assert.matches("warning: SANDBOX_NETWORKMODE is not a variable llmbox knows, and is ignored; "
+            .. "did you mean SANDBOX_NETWORK_MODE?", stderr, 1, true)
+        assert.matches("warning: SANDBOX_FOO is not a variable llmbox knows", stderr, 1, true)
+        -- the known ones are listed
+        assert.matches("SANDBOX_MEMORY, SANDBOX_MEM_LIMIT", stderr, 1, true)
+        local cfg = assert(config.from_env({ SANDBOX_MEMROY = "1g", BACKEND = "native" }))
+        assert.equal(1, #cfg.warnings)
+        assert.matches("SANDBOX_MEMROY .* did you mean SANDBOX_MEMORY%?", cfg.warnings[1])
+        assert.same({}, assert(config.from_env({})).warnings)
+    end)
+
     it("applies SANDBOX_MEMORY to the runs", function()
         local code = "x = bytearray(%d * 1024 * 1024); print('allocated')"
         local out = sdk.run("calls", { env = { SANDBOX_MEMORY = "64m" }, calls = {

@@ -7,7 +7,8 @@
 -- The variable names follow the conventions of the container-based code-execution MCP servers
 -- (BACKEND, SANDBOX_*), so an existing client configuration can point at llmbox. Each setting is
 -- either honoured or refused with a message saying why and what to do; nothing is silently
--- ignored, and nothing is discovered mid-call: every invalid value is reported before serving.
+-- ignored (a SANDBOX_ or LLMBOX_MCP_ variable we do not know is warned about, with the nearest
+-- known name), and nothing is discovered mid-call: every invalid value is reported before serving.
 local schema = require "llmbox.schema"
 local policy_mod = require "llmbox.policy"
 local backends = require "llmbox.backends"
@@ -67,7 +68,8 @@ function checks.BACKEND(v, cfg)
     end
     if name == "docker" or name == "podman" or name == "kubernetes" then
         return nil, format("BACKEND=%s: the %s backend is not built yet in this version of llmbox; "
-            .. "unset BACKEND or set BACKEND=native (the built-in jail, no daemon needed)", v, name)
+            .. "set BACKEND=native or unset BACKEND: the native jail needs no daemon and no image (it runs "
+            .. "the host's interpreters, read-only), and honours the SANDBOX_* settings", v, name)
     end
     local _, err = backends.get(name)
     return nil, format("BACKEND=%q: %s", v, tostring(err))
@@ -205,23 +207,93 @@ function checks.LLMBOX_MCP_WARM(v, cfg)
     return true
 end
 
+-- The policies that would allow `memory`, by name, with their limit: "LLMBOX_POLICY=permissive (2G)".
+local function policies_allowing(memory)
+    local out = {}
+    for _, entry in ipairs(policy_mod.list()) do
+        local p = not entry.error and policy_mod.load(entry.name)
+        if p and p.limits.memory >= memory then
+            out[#out + 1] = format("LLMBOX_POLICY=%s (%s)", entry.name, schema.format_size(p.limits.memory))
+        end
+    end
+    return out
+end
+
+-- SANDBOX_MEMORY above a policy's limit: which policy to choose instead, or how to write one.
+local function memory_refusal(memory, p, name)
+    local size = schema.format_size(memory)
+    local msg = format("SANDBOX_MEMORY %s exceeds the memory limit of policy %q (%s); lower it, or ", size,
+        p.name, schema.format_size(p.limits.memory))
+    local allowing = policies_allowing(memory)
+    if #allowing > 0 then
+        return msg .. format("choose a policy that allows %s: %s", size, concat(allowing, ", "))
+    end
+    return msg .. format("write a policy that allows it (no shipped policy allows %s): a file with "
+        .. "return { extends = %q, limits = { memory = %q } }, then LLMBOX_POLICY=/path/to/that-file.lua",
+        size, name, size)
+end
+
 -- The policy as sessions get it: loaded by name or path, with the environment's overrides. An
 -- override may only lower a limit: the policy is the operator's ceiling.
 function _M.load_policy(cfg, name)
     local p, err = policy_mod.load(name)
     if not p then return nil, err end
     if cfg.memory then
-        if cfg.memory > p.limits.memory then
-            return nil, format("SANDBOX_MEMORY %s exceeds the memory limit of policy %q (%s); "
-                .. "lower it or choose a policy that allows more (LLMBOX_POLICY)",
-                schema.format_size(cfg.memory), p.name, schema.format_size(p.limits.memory))
-        end
+        if cfg.memory > p.limits.memory then return nil, memory_refusal(cfg.memory, p, name) end
         p.limits.memory = cfg.memory
     end
     return p
 end
 
---- from_env([env]) -> config | nil, err (all the problems found, one per line)
+-- Levenshtein distance, for "did you mean" (names are short).
+local function distance(a, b)
+    local prev = {}
+    for j = 0, #b do prev[j] = j end
+    for i = 1, #a do
+        local cur = { [0] = i }
+        for j = 1, #b do
+            local cost = a:byte(i) == b:byte(j) and 0 or 1
+            cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+        end
+        prev = cur
+    end
+    return prev[#b]
+end
+
+-- Prefixes whose variables are all ours: any other name with them is a typo or a setting of
+-- another server, and is ignored, so say so.
+local OUR_PREFIXES = { "SANDBOX_", "LLMBOX_MCP_" }
+
+local function unknown_variable_warnings(names)
+    local known, by_prefix = {}, {}
+    for _, n in ipairs(_M.VARIABLES) do known[n] = true end
+    local warnings = {}
+    table.sort(names)
+    for _, name in ipairs(names) do
+        for _, prefix in ipairs(OUR_PREFIXES) do
+            if name:upper():sub(1, #prefix) == prefix and not known[name] then
+                if not by_prefix[prefix] then
+                    by_prefix[prefix] = {}
+                    for _, n in ipairs(_M.VARIABLES) do
+                        if n:sub(1, #prefix) == prefix then by_prefix[prefix][#by_prefix[prefix] + 1] = n end
+                    end
+                end
+                local best, best_d
+                for _, n in ipairs(by_prefix[prefix]) do
+                    local d = distance(name:upper(), n)
+                    if not best_d or d < best_d then best, best_d = n, d end
+                end
+                local hint = best_d and best_d <= 3 and format("did you mean %s? ", best) or ""
+                warnings[#warnings + 1] = format("%s is not a variable llmbox knows, and is ignored; %sthe known "
+                    .. "ones are %s", name, hint, concat(by_prefix[prefix], ", "))
+            end
+        end
+    end
+    return warnings
+end
+
+--- from_env([env]) -> config | nil, err (all the problems found, one per line), warnings
+-- config.warnings (or the third value) lists the variables that look like ours but are not.
 -- `env` is a table of variables (for tests) or nil for the process environment.
 function _M.from_env(env)
     if env ~= nil and type(env) ~= "table" then error("config.from_env: env must be a table or nil", 2) end
@@ -230,7 +302,7 @@ function _M.from_env(env)
         backend = "native", network = "none", memory = nil,
         policy = "default", policies = nil,
         session_idle = 600, max_sessions = 16, max_runs = 8, warm = 2,
-        notes = {},
+        notes = {}, warnings = {},
     }
     local errors = {}
     for _, name in ipairs(_M.VARIABLES) do
@@ -264,7 +336,10 @@ function _M.from_env(env)
                 .. ": " .. err
         end
     end
-    if #errors > 0 then return nil, concat(errors, "\n") end
+    local names = {}
+    for name in pairs(env or require("luv").os_environ()) do names[#names + 1] = name end
+    cfg.warnings = unknown_variable_warnings(names)
+    if #errors > 0 then return nil, concat(errors, "\n"), cfg.warnings end
     return cfg
 end
 

@@ -8,7 +8,8 @@
 --   local ok, err = tools.validate("execute_code", args)   -- arguments against the input schema
 --
 -- The definitions are data (JSON Schema written as Lua tables); what each tool does lives in
--- llmbox.mcp.server. Lists are marked with json.array so they encode as [] even when empty.
+-- llmbox.mcp.code_tools, llmbox.mcp.sessions and llmbox.mcp.transfer. Lists are marked with
+-- json.array so they encode as [] even when empty.
 local json = require "llmbox.json"
 
 local type, pairs, ipairs, tostring, error = type, pairs, ipairs, tostring, error

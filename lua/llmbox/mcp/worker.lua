@@ -14,6 +14,9 @@
 --   {"id":3,"op":"copy_in","src":"/host/tmp","dst":"/sandbox/x"}      -> {"id":3,"result":{}}
 --   {"id":4,"op":"copy_out","src":"/sandbox/x","dst":"/host/tmp","max":N}
 --   {"id":5,"op":"version"}                                           -> {"id":5,"result":{"version":...}}
+--   {"id":6,"op":"check","code":"...","lang":"python","policy":"default"}
+--        -> {"id":6,"result":{"safe":false,"blocked":true,"mode":"enforce","violations":[...]}}
+--        (no session needed: the policy's code checks, run here so the server's loop never does)
 -- Failures are {"id":N,"error":"message"} (plus "refused":true and "violations" for code an
 -- enforcing policy refused). End of input closes the session and exits 0.
 local ffi = require "ffi"
@@ -30,9 +33,11 @@ pcall(ffi.cdef, "int prctl(int option, unsigned long a2, unsigned long a3, unsig
 pcall(ffi.cdef, "int getppid(void);")
 local PR_SET_PDEATHSIG, SIGKILL = 1, 9
 
+-- A failed write means the server is gone (it reads every line): stop serving.
 local function send(msg)
-    io.stdout:write(json.encode(msg), "\n")
-    io.stdout:flush()
+    local ok, err = io.stdout:write(json.encode(msg), "\n")
+    if ok then ok, err = io.stdout:flush() end
+    if not ok then error({ server_gone = tostring(err) }) end
 end
 
 local function plots_out(plots)
@@ -129,8 +134,25 @@ function Worker:run(req)
     return result_out(r)
 end
 
+-- The size of a host file (nil, err when it cannot be opened).
+local function file_size(path)
+    local f, err = io.open(path, "rb")
+    if not f then return nil, err end
+    local size, serr = f:seek("end")
+    f:close()
+    return size, serr
+end
+
 function Worker:copy_in(req)
     if not self.session then return nil, "no session: send open first" end
+    if req.size then
+        -- the staged copy must be whole before it goes in
+        local size, err = file_size(req.src)
+        if size ~= req.size then
+            return nil, ("the staged copy %s holds %s bytes, not %d%s"):format(req.src, tostring(size), req.size,
+                err and (": " .. tostring(err)) or "")
+        end
+    end
     local ok, err = self.session:copy_to(req.src, req.dst)
     if not ok then return nil, err end
     return {}
@@ -155,17 +177,22 @@ function Worker:version()
     return { version = util.utf8_repair(text:match("^%s*([^\n]-)%s*\n") or text:gsub("%s+$", "")) }
 end
 
-local OPS = { open = Worker.open, run = Worker.run, copy_in = Worker.copy_in, copy_out = Worker.copy_out,
-    version = Worker.version }
+function Worker:check(req)
+    if type(req.code) ~= "string" then return nil, "check: code must be a string" end
+    local r, err = require("llmbox.recipes").get(req.lang or "python")
+    if not r then return nil, err end
+    local p
+    p, err = require("llmbox.mcp.config").load_policy({ memory = req.memory }, req.policy or "default")
+    if not p then return nil, err end
+    local report = require("llmbox.checks").check(req.code, r.checks or r.name, p.checks)
+    return { safe = report.safe, blocked = report.blocked and true or false, mode = report.mode,
+        violations = json.array(report.violations) }
+end
 
---- main(args) -> exit status. Serves requests until end of input. args: [--parent PID]
-function _M.main(args)
-    -- Die with the server: a worker must not outlive it and keep a sandbox running. The parent
-    -- pid check closes the race where the server died before prctl took effect.
-    ffi.C.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
-    local parent = args and args[1] == "--parent" and tonumber(args[2])
-    if parent and ffi.C.getppid() ~= parent then return 125 end
-    local self = setmetatable({}, Worker)
+local OPS = { open = Worker.open, run = Worker.run, copy_in = Worker.copy_in, copy_out = Worker.copy_out,
+    version = Worker.version, check = Worker.check }
+
+local function serve(self)
     for line in io.stdin:lines() do
         local req = json.decode(line)
         if type(req) ~= "table" or req.id == nil then
@@ -177,6 +204,7 @@ function _M.main(args)
             else
                 local ok, res, err, extra = pcall(op, self, req)
                 if not ok then
+                    if type(res) == "table" and res.server_gone then error(res, 0) end
                     send({ id = req.id, error = "worker: " .. tostring(res) })
                 elseif res == nil then
                     local msg = { id = req.id, error = tostring(err) }
@@ -192,6 +220,18 @@ function _M.main(args)
             end
         end
     end
+end
+
+--- main(args) -> exit status. Serves requests until end of input. args: [--parent PID]
+function _M.main(args)
+    -- Die with the server: a worker must not outlive it and keep a sandbox running. The parent
+    -- pid check closes the race where the server died before prctl took effect.
+    ffi.C.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+    local parent = args and args[1] == "--parent" and tonumber(args[2])
+    if parent and ffi.C.getppid() ~= parent then return 125 end
+    local self = setmetatable({}, Worker)
+    local ok, err = pcall(serve, self)
+    if not ok and not (type(err) == "table" and err.server_gone) then error(err, 0) end
     if self.session then self.session:close() end
     if self.pool then self.pool:close() end
     return 0

@@ -3,6 +3,7 @@
 --
 --   local raw = require "support.mcp.raw"
 --   local c = raw.start({ SANDBOX_MEMORY = "256m" })
+--   local c = raw.start(env, { argv = { "unshare", "--pid", "--fork", helpers.bin, "mcp" } })
 --   c:send('{"jsonrpc":"2.0","id":1,"method":"ping"}')
 --   local msg, line = c:recv(5)        -- decoded message and the raw line; nil on timeout
 --   local status, stderr = c:close()
@@ -14,28 +15,47 @@ local _M = {}
 local Conn = {}
 Conn.__index = Conn
 
-function _M.start(env)
+-- start([env [, opts]]): env adds variables; opts.argv replaces the command (default: llmbox mcp),
+-- for running the server under a wrapper such as unshare.
+function _M.start(env, opts)
+    local argv = opts and opts.argv or { helpers.bin, "mcp" }
     local vars = uv.os_environ()
     for k, v in pairs(env or {}) do vars[k] = v end
     local list = {}
     for k, v in pairs(vars) do list[#list + 1] = k .. "=" .. v end
     local c = setmetatable({ lines = {}, buf = "", stderr = "", out_eof = false }, Conn)
     c.stdin, c.stdout, c.errpipe = uv.new_pipe(false), uv.new_pipe(false), uv.new_pipe(false)
-    c.handle, c.pid = uv.spawn(helpers.bin, { args = { "mcp" }, env = list,
+    c.handle, c.pid = uv.spawn(argv[1], { args = { unpack(argv, 2) }, env = list,
         stdio = { c.stdin, c.stdout, c.errpipe } }, function(code, signal)
         c.status, c.signal = code, signal
     end)
     assert(c.handle, c.pid)
     c.stdout:read_start(function(err, data)
         if not data then c.out_eof = true return end
-        c.buf = c.buf .. data
-        for line in c.buf:gmatch("([^\n]*)\n") do c.lines[#c.lines + 1] = line end
-        c.buf = c.buf:match("[^\n]*$")
+        -- look for newlines in the new data only: a long line arrives in many reads
+        local start = 1
+        while true do
+            local nl = data:find("\n", start, true)
+            if not nl then break end
+            c.lines[#c.lines + 1] = c.buf .. data:sub(start, nl - 1)
+            c.buf = ""
+            start = nl + 1
+        end
+        c.buf = c.buf .. data:sub(start)
     end)
     c.errpipe:read_start(function(err, data)
         if data then c.stderr = c.stderr .. data end
     end)
     return c
+end
+
+_M.INIT = { protocolVersion = "2025-11-25", capabilities = {}, clientInfo = { name = "raw", version = "1" } }
+
+--- init() -> the initialize response; then sends notifications/initialized
+function Conn:init()
+    local r = assert(self:request(1, "initialize", _M.INIT), "no answer to initialize")
+    self:send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    return r
 end
 
 function Conn:send(line)
@@ -66,8 +86,26 @@ function Conn:recv(timeout)
     return cjson.decode(line), line
 end
 
+--- response(id [, timeout]) -> the response to request `id`, whenever it came; notifications and
+-- other responses read meanwhile are kept (self.skipped, in order of arrival) for later calls
+function Conn:response(id, timeout)
+    self.skipped = self.skipped or {}
+    for i, msg in ipairs(self.skipped) do
+        if msg.id == id then return table.remove(self.skipped, i) end
+    end
+    local deadline = uv.now() + (timeout or 10) * 1000
+    while uv.now() < deadline do
+        local msg = self:recv((deadline - uv.now()) / 1000)
+        if not msg then return nil end
+        if msg.id == id then return msg end
+        self.skipped[#self.skipped + 1] = msg
+    end
+end
+
 --- close([timeout]) -> exit status, stderr (closes stdin and waits for the exit)
 function Conn:close(timeout)
+    if self.closed then return self.status, self.stderr end
+    self.closed = true
     if not self.stdin:is_closing() then self.stdin:close() end
     run_until(function() return self.status ~= nil and self.out_eof end, timeout or 10)
     if self.status == nil then self.handle:kill("sigkill") end

@@ -1,0 +1,130 @@
+-- llmbox.mcp.sessions: stateful sessions (create_session, run_in_session, close_session). Each
+-- session is one worker holding one sandbox whose /sandbox persists across calls; operations on a
+-- session run one at a time, and an idle session is closed after LLMBOX_MCP_SESSION_IDLE seconds.
+local ctx = require "llmbox.mcp.context"
+local results = require "llmbox.mcp.results"
+local workers = require "llmbox.mcp.workers"
+local progress = require "llmbox.mcp.progress"
+
+local io, ipairs, pairs, pcall, error, tostring = io, ipairs, pairs, pcall, error, tostring
+local format, concat = string.format, table.concat
+local S, log, await, now = ctx.state, ctx.log, ctx.await, ctx.now
+
+local _M = { _VERSION = "0.1.0" }
+
+local function new_id()
+    -- unguessable enough that one client cannot address another's session by counting
+    local f = io.open("/dev/urandom", "rb")
+    local bytes = f and f:read(8) or tostring(require("luv").hrtime())
+    if f then f:close() end
+    return "s-" .. bytes:gsub(".", function(c) return format("%02x", c:byte()) end)
+end
+
+function _M.close(sess, why)
+    if S.sessions[sess.id] ~= sess then return end
+    S.sessions[sess.id] = nil
+    S.nsessions = S.nsessions - 1
+    sess.closed = why
+    sess.worker:close()
+    log("session %s closed (%s)", sess.id, why)
+    for _, resume in ipairs(sess.queue) do resume() end
+    sess.queue = {}
+end
+
+function _M.close_all(why)
+    for _, sess in pairs(S.sessions) do _M.close(sess, why) end
+end
+
+--- tick(): closes the sessions idle for longer than LLMBOX_MCP_SESSION_IDLE
+function _M.tick()
+    local t = now()
+    for _, sess in pairs(S.sessions) do
+        if not sess.busy and t - sess.last_used >= S.cfg.session_idle then
+            _M.close(sess, format("idle for %gs", S.cfg.session_idle))
+        end
+    end
+end
+
+local function get(id)
+    local sess = S.sessions[id]
+    if not sess then
+        return nil, format("no open session %q: it was closed, expired after %gs idle, or never existed; "
+            .. "create one with create_session", id, S.cfg.session_idle)
+    end
+    return sess
+end
+
+--- with_session(call, id, fn) -> fn(sess)'s result, or a tool error. One operation at a time per
+-- session (its worker is one process); others wait their turn.
+function _M.with_session(call, id, fn)
+    local sess, err = get(id)
+    if not sess then return results.error(err) end
+    if sess.busy then
+        await(function(resume) sess.queue[#sess.queue + 1] = resume end)
+        if call.cancelled then
+            -- pass the turn on: the session is free again and someone may be waiting
+            local nxt = not sess.busy and table.remove(sess.queue, 1)
+            if nxt then nxt() end
+            return nil
+        end
+        if sess.closed then return results.error(format("session %q was closed: %s", id, sess.closed)) end
+    end
+    sess.busy = true
+    call.session = sess
+    local ok, res = pcall(fn, sess)
+    sess.busy = false
+    sess.last_used = now()
+    local nxt = table.remove(sess.queue, 1)
+    if nxt then nxt() end
+    if not ok then error(res, 0) end
+    return res
+end
+
+local handlers = {}
+_M.handlers = handlers
+
+function handlers.create_session(args, call)
+    local policy = args.policy or S.cfg.policy
+    local allowed = false
+    for _, p in ipairs(S.cfg.policies) do allowed = allowed or p == policy end
+    if not allowed then
+        return results.error(format("policy %q is not allowed by this server (allowed: %s; the operator "
+            .. "lists more in LLMBOX_MCP_POLICIES)", policy, concat(S.cfg.policies, ", ")))
+    end
+    if S.nsessions >= S.cfg.max_sessions then
+        return results.error(format("too many open sessions (%d, LLMBOX_MCP_MAX_SESSIONS); close one with "
+            .. "close_session", S.nsessions))
+    end
+    progress.send(call, "starting the sandbox")
+    local w, err = workers.open(call, args.language or "python", policy)
+    if not w then return results.error(err) end
+    call.worker = nil -- cancelling create_session after this point leaves the session open
+    local sess = { id = new_id(), worker = w, language = args.language or "python", policy = policy,
+        last_used = now(), queue = {} }
+    S.sessions[sess.id] = sess
+    S.nsessions = S.nsessions + 1
+    w.on_exit = function() _M.close(sess, "its sandbox worker exited") end
+    log("session %s opened (%s, policy %s)", sess.id, sess.language, policy)
+    return results.json({ session_id = sess.id, language = sess.language, policy = policy,
+        idle_timeout = S.cfg.session_idle })
+end
+
+function handlers.run_in_session(args, call)
+    return _M.with_session(call, args.session_id, function(sess)
+        call.worker = sess.worker
+        local res, err = sess.worker:request({ op = "run", code = args.code, libraries = args.libraries,
+            timeout = args.timeout, stream = call.token ~= nil }, progress.output(call))
+        call.worker = nil
+        if not res then return results.error(err) end
+        return results.run(res)
+    end)
+end
+
+function handlers.close_session(args)
+    local sess, err = get(args.session_id)
+    if not sess then return results.error(err) end
+    _M.close(sess, "closed by the client")
+    return results.json({ closed = true })
+end
+
+return _M

@@ -40,6 +40,13 @@ function _M.tmpname(suffix)
     return path
 end
 
+-- A name in the private directory that nothing has yet, for a file or directory the caller makes
+-- (nobody else can make it first: the directory is ours alone).
+function _M.tmppath(suffix)
+    counter = counter + 1
+    return ("%s/%d%s"):format(_M.private_dir(), counter, suffix or "")
+end
+
 -- A new empty directory (mode 0700) in the private directory.
 function _M.tmpdir()
     counter = counter + 1

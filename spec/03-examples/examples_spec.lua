@@ -3,7 +3,7 @@ local helpers = require "spec.helpers"
 
 describe("examples #unpriv", function()
     it("cli-session.sh", function()
-        local out = os.tmpname()
+        local out = helpers.tmpname()
         local ok = os.execute("sh examples/cli-session.sh " .. helpers.shell_quote(helpers.bin) .. " >" .. out .. " 2>&1 </dev/null")
         local text = helpers.read(out)
         os.remove(out)

@@ -10,15 +10,14 @@ local q = helpers.shell_quote
 local root = helpers.root
 
 local function sh(cmd)
-    local out = os.tmpname()
+    local out = helpers.tmpname()
     local ok = os.execute("(" .. cmd .. ") >" .. q(out) .. " 2>&1 </dev/null")
     local text = helpers.read(out) or ""
     os.remove(out)
     return ok == 0 or ok == true, text
 end
 
-local dir = os.tmpname()
-os.remove(dir)
+local dir = helpers.tmppath()
 assert(os.execute("mkdir -m 700 " .. q(dir)) == 0)
 local ok, out = sh("awk -v dir=" .. q(dir) .. " -f .ci/readme-blocks.awk README.md")
 assert(ok, "extracting the README's blocks: " .. out)

@@ -3,7 +3,7 @@ local helpers = require "spec.helpers"
 local q = helpers.shell_quote
 
 local function sh(cmd)
-    local out = os.tmpname()
+    local out = helpers.tmpname()
     local ok = os.execute("(" .. cmd .. ") >" .. out .. " 2>&1 </dev/null")
     local text = helpers.read(out)
     os.remove(out)
@@ -12,8 +12,7 @@ end
 
 describe("installation", function()
     it("make install PREFIX DESTDIR: CLI, C module, Lua tree and policies", function()
-        local dest = os.tmpname()
-        os.remove(dest)
+        local dest = helpers.tmppath()
         local ok, out = sh("make -s install PREFIX=/opt/llmbox DESTDIR=" .. q(dest))
         assert.is_true(ok, out)
         local root = dest .. "/opt/llmbox"
@@ -26,7 +25,7 @@ describe("installation", function()
         assert.is_true(ok, out)
         assert.equal("42\n", out)
         -- pools find the installed pool policies and the warm start's files
-        local script = helpers.write(os.tmpname() .. ".lua", [[
+        local script = helpers.write(helpers.tmppath(".lua"), [[
 local p = assert(llmbox.pool({ lang = "python", min = 1, max = 1 }))
 local s = assert(llmbox.session({ pool = p }))
 local r = assert(s:run("print(7)"))
@@ -52,14 +51,13 @@ p:close()
     end)
 
     it("luarocks make with the rockspec", function()
-        local tree = os.tmpname()
-        os.remove(tree)
+        local tree = helpers.tmppath()
         local ok, out = sh("luarocks --lua-version=5.1 make --deps-mode=none --tree=" .. q(tree) .. " llmbox-scm-1.rockspec")
         assert.is_true(ok, out)
         ok, out = sh(q(tree .. "/bin/llmbox") .. " run -c 'print(\"rock\")'")
         assert.is_true(ok, out)
         assert.equal("rock\n", out)
-        local script = helpers.write(os.tmpname() .. ".lua",
+        local script = helpers.write(helpers.tmppath(".lua"),
             'local p = assert(llmbox.pool({ lang = "python", min = 1, max = 1 }))\n'
             .. 'local s = assert(llmbox.session({ pool = p }))\n'
             .. 'io.write(assert(s:run("print(8)")).stdout)\ns:close()\np:close()\n')

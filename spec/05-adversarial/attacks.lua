@@ -106,7 +106,7 @@ def search(tok):
 
 -- Compiles C source on the host; returns the binary's path (the caller removes it).
 function A.cc(src, flags)
-    local base = os.tmpname()
+    local base = helpers.tmppath()
     local c = helpers.write(base .. ".c", src)
     local bin = base .. ".bin"
     local ok = os.execute("cc " .. (flags or "") .. " -o " .. A.q(bin) .. " " .. A.q(c) .. " 2>&1")

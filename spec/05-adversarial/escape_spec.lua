@@ -42,7 +42,7 @@ describe("escape: host files #unpriv", function()
         assert.is_true(#planted >= 2, "could not plant secrets on the host")
         if helpers.is_root() then assert.is_true(#planted >= 5) end
         -- control: the same searches find the token in a file copied into the workspace
-        local ctl = helpers.write(os.tmpname(), "control " .. token .. "\n")
+        local ctl = helpers.write(helpers.tmpname(), "control " .. token .. "\n")
         assert(s:copy_to(ctl, "/sandbox/" .. token .. ".ctl"))
         os.remove(ctl)
         -- The token reaches the program through the environment, so no file inside holds it.
@@ -119,8 +119,8 @@ for name, fn in {'ctl-create': lambda: open('/sandbox/g', 'w'), 'ctl-chmod': lam
             .. "&& mkdir /sandbox/d && ln -s /etc /sandbox/d/etc && echo ok > /sandbox/plain"))
         assert.equal(0, r.exit_code, r.stderr)
         local token = A.token("copy")
-        local src = helpers.write(os.tmpname(), token)
-        local dst = os.tmpname()
+        local src = helpers.write(helpers.tmpname(), token)
+        local dst = helpers.tmpname()
         finally(function() os.remove(src); os.remove(dst); os.remove("/tmp/" .. token) end)
         local t0 = helpers.now()
         local ok, err = s:copy_from("/sandbox/fifo", dst) -- must not block the caller on a FIFO
@@ -584,7 +584,7 @@ describe("escape: what the caller's process leaves in /proc/1 #unpriv", function
         -- pid 1 of each run is forked from the caller without exec, so its /proc/1/cmdline is the
         -- caller's argv: a host secret when a caller was started with one (--api-key=...).
         local token = A.token("llmbox-argv")
-        local base = os.tmpname()
+        local base = helpers.tmppath()
         local script = helpers.write(base .. ".lua", ([[
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath

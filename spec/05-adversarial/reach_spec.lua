@@ -339,7 +339,7 @@ describe("reach: what the caller holds #unpriv", function()
     end)
 
     it("inherits none of the caller's file descriptors", function()
-        local secret = helpers.write(os.tmpname(), "fd-secret")
+        local secret = helpers.write(helpers.tmpname(), "fd-secret")
         local opened = {}
         for i = 1, 4 do opened[i] = assert(io.open(secret, "rb")) end -- no O_CLOEXEC in LuaJIT
         local dirfd = ffi.C.open("/", 0x10000) -- O_RDONLY | O_DIRECTORY, no O_CLOEXEC: a way out if inherited

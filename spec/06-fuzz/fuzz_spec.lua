@@ -11,7 +11,7 @@ local MIN_RUNS = 2000
 local TARGETS = { "seccomp", "lua_core", "paths", "tar", "resolve", "report" }
 
 local function sh(cmd)
-    local out = os.tmpname()
+    local out = helpers.tmpname()
     local ok = os.execute("(" .. cmd .. ") >" .. out .. " 2>&1 </dev/null")
     local text = helpers.read(out) or ""
     os.remove(out)

@@ -187,7 +187,7 @@ for _, L in ipairs(LANGS) do
         end)
 
         it("runs FILE." .. L.ext .. " from the CLI, picking the language from the extension", function()
-            local f = helpers.write(os.tmpname() .. "." .. L.ext, L.echo)
+            local f = helpers.write(helpers.tmppath("." .. L.ext), L.echo)
             local st, out, err = helpers.cli({ "run", f, "--", "a b", "--x" })
             os.remove(f)
             assert.equal("", err)

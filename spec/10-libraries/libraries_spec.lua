@@ -5,14 +5,13 @@ local helpers = require "spec.helpers"
 local wheel = require "support.wheel"
 
 local function policy_file(text)
-    return helpers.write(os.tmpname() .. ".lua", text)
+    return helpers.write(helpers.tmppath(".lua"), text)
 end
 
 describe("libraries", function()
     local wheels, pol
     setup(function()
-        wheels = os.tmpname()
-        os.remove(wheels)
+        wheels = helpers.tmppath()
         wheel.build(wheels, "llmboxdemo", "1.0", "def answer():\n    return 42\n")
         pol = policy_file(([[return { extends = "default", checks = { mode = "off" },
             libraries = { allow = true, sources = { python = { find_links = { %q } } } } }]]):format(wheels))
@@ -113,15 +112,14 @@ end)
 describe("libraries from local R and Ruby repositories #unpriv", function()
     local dir
     setup(function()
-        dir = os.tmpname()
-        os.remove(dir)
+        dir = helpers.tmppath()
         local ok = os.execute("sh spec/support/build_repos.sh " .. helpers.shell_quote(dir) .. " >/dev/null 2>&1")
         assert(ok == 0 or ok == true, "building the local repositories failed")
     end)
     teardown(function() os.execute("rm -rf " .. helpers.shell_quote(dir)) end)
 
     it("R: install.packages from a local repository into the workspace", function()
-        local pol = helpers.write(os.tmpname() .. ".lua", ([[return { extends = "default",
+        local pol = helpers.write(helpers.tmppath(".lua"), ([[return { extends = "default",
             libraries = { allow = true, sources = { r = { repos = %q } } } }]]):format(dir .. "/cran"))
         local s = assert(llmbox.session({ lang = "r", policy = pol }))
         local r = assert(s:run("library(llmboxr); cat(answer(), '\\n')", { libraries = { "llmboxr" } }))
@@ -132,7 +130,7 @@ describe("libraries from local R and Ruby repositories #unpriv", function()
     end)
 
     it("Ruby: gem install from a local source into the workspace", function()
-        local pol = helpers.write(os.tmpname() .. ".lua", ([[return { extends = "default",
+        local pol = helpers.write(helpers.tmppath(".lua"), ([[return { extends = "default",
             libraries = { allow = true, sources = { ruby = { source = %q } } } }]]):format(dir .. "/gems"))
         local s = assert(llmbox.session({ lang = "ruby", policy = pol }))
         local r = assert(s:run("require 'llmboxrb'; puts Llmboxrb.answer", { libraries = { "llmboxrb" } }))

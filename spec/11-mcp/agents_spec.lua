@@ -10,7 +10,7 @@ local EXPECTED = { "execute_code", "get_supported_languages", "get_language_deta
 local function example(name, flag)
     assert(helpers.read(dir .. "/node_modules/.package-lock.json"),
         "the examples' packages are not installed: run `make deps-test` (npm ci --prefix examples/agents)")
-    local errfile = os.tmpname()
+    local errfile = helpers.tmpname()
     local p = io.popen(("cd %s && LLMBOX_BIN=%s node %s.mjs %s 2>%s"):format(helpers.shell_quote(dir),
         helpers.shell_quote(helpers.bin), name, flag, helpers.shell_quote(errfile)))
     local out = p:read("*a")

@@ -444,7 +444,7 @@ describe("pool maintenance #unpriv", function()
     end)
 
     it("ready sandboxes die with a caller killed by SIGKILL", function()
-        local script = helpers.write(os.tmpname() .. ".lua", [[
+        local script = helpers.write(helpers.tmppath(".lua"), [[
 local ffi = require "ffi"
 ffi.cdef("int getpid(void);")
 local p = assert(llmbox.pool({ lang = "python", min = 2, max = 2 }))
@@ -503,7 +503,7 @@ describe("pool policies #unpriv", function()
         _, err = pool_mod.load_policy("default", { exhaustion = "block" })
         assert.matches("exhaustion", err, 1, true)
         assert.matches("wait", err, 1, true)
-        local path = helpers.write(os.tmpname() .. ".lua", "return { min = 1, maxx = 3 }")
+        local path = helpers.write(helpers.tmppath(".lua"), "return { min = 1, maxx = 3 }")
         _, err = pool_mod.load_policy(path)
         assert.matches("maxx", err, 1, true)
         os.remove(path)
@@ -518,28 +518,28 @@ describe("pool policies #unpriv", function()
     end)
 
     it("a policy file cannot reach io or os.execute", function()
-        local path = helpers.write(os.tmpname() .. ".lua", "os.execute('true') return { min = 1 }")
+        local path = helpers.write(helpers.tmppath(".lua"), "os.execute('true') return { min = 1 }")
         local _, err = pool_mod.load_policy(path)
         assert.matches("raised an error", err, 1, true)
         os.remove(path)
     end)
 
     it("a target hook decides how many to keep ready", function()
-        local path = helpers.write(os.tmpname() .. ".lua",
+        local path = helpers.write(helpers.tmppath(".lua"),
             "return { min = 1, max = 4, hooks = { target = function(ctx) return ctx.min + 2 end } }")
         local p = assert(llmbox.pool({ lang = "shell", pool_policy = path }))
         assert.equal(3, p:stats().total)
         p:close()
         os.remove(path)
         -- a failing hook falls back to min
-        path = helpers.write(os.tmpname() .. ".lua",
+        path = helpers.write(helpers.tmppath(".lua"),
             "return { min = 1, max = 4, hooks = { target = function(ctx) error('nope') end } }")
         p = assert(llmbox.pool({ lang = "shell", pool_policy = path }))
         assert.equal(1, p:stats().total)
         p:close()
         os.remove(path)
         -- and so does one that never returns
-        path = helpers.write(os.tmpname() .. ".lua",
+        path = helpers.write(helpers.tmppath(".lua"),
             "return { min = 1, max = 4, hooks = { target = function(ctx) while true do end end } }")
         p = assert(llmbox.pool({ lang = "shell", pool_policy = path }))
         assert.equal(1, p:stats().total)

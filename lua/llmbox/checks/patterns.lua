@@ -1,0 +1,162 @@
+-- llmbox.checks.patterns: finding a rule's Lua pattern in the code in time linear in its length.
+--
+--   patterns.each_match(text, pattern, max, found)   calls found(start) for up to `max` matches
+--
+-- Lua's matcher backtracks. A pattern such as "curl[^\n]*|%s*sh" retried from every "curl" of a
+-- long line without a match reads the rest of the line each time: quadratic. So a pattern is cut
+-- at its top-level "bridges" — `[^...]*`, `[^...]-`, `.*` and `.-` — into steps, and the steps
+-- are searched forward with memos: step k+1 is the next match at or after step k's end, and it
+-- must start before the first byte the bridge cannot cross. Every memo only moves forward while
+-- the search does, so each step reads the code about once. (What a step itself costs is up to
+-- its author: the shipped rules keep their repetitions from running over their own start.)
+
+local string_find = string.find
+local string_sub = string.sub
+
+local _M = {}
+
+-- ---------------------------------------------------------------------------------------------
+-- cutting a pattern into steps and bridges
+
+-- the end of the single-character class starting at i ("%a", "[...]", ".", "x"), or nil
+local function class_end(p, i)
+    local c = string_sub(p, i, i)
+    if c == "%" then
+        return i + 1
+    elseif c == "[" then
+        local j = i + 1
+        if string_sub(p, j, j) == "^" then j = j + 1 end
+        if string_sub(p, j, j) == "]" then j = j + 1 end
+        while j <= #p do
+            local d = string_sub(p, j, j)
+            if d == "%" then
+                j = j + 2
+            elseif d == "]" then
+                return j
+            else
+                j = j + 1
+            end
+        end
+        return nil
+    end
+    return i
+end
+
+-- split(p) -> { steps = { "p1", "p2", ... }, stops = { nil, "[\n]", ... } } or nil when p has
+-- no bridge (or anchors, captures or back-references, which a cut would change). stops[k] is a
+-- class of the bytes that may not lie between step k-1 and step k (nil: anything may).
+local function split(p)
+    if string_sub(p, 1, 1) == "^" then
+        return nil
+    end
+    local steps, stops = {}, {}
+    local start, i, n = 1, 1, #p
+    while i <= n do
+        local c = string_sub(p, i, i)
+        local d = string_sub(p, i + 1, i + 1)
+        if c == "(" or c == ")" or (c == "%" and (d == "b" or d:match("%d"))) then
+            return nil
+        end
+        local e
+        if c == "%" and d == "f" then
+            e = class_end(p, i + 2)
+        else
+            e = class_end(p, i)
+        end
+        if not e then
+            return nil
+        end
+        local q = string_sub(p, e + 1, e + 1)
+        local item = string_sub(p, i, e)
+        local bridge = (q == "*" or q == "-") and c ~= "%"
+            and (item == "." or (c == "[" and string_sub(item, 2, 2) == "^"))
+        if bridge and i > start and e + 1 < n then
+            steps[#steps + 1] = string_sub(p, start, i - 1)
+            -- what may not be crossed: the bytes the bridge's class leaves out
+            stops[#steps + 1] = item ~= "." and ("[" .. string_sub(item, 3)) or nil
+            start = e + 2
+            i = e + 2
+        else
+            i = e + 1
+            if q == "*" or q == "+" or q == "-" or q == "?" then
+                i = i + 1
+            end
+        end
+    end
+    if #steps == 0 then
+        return nil
+    end
+    steps[#steps + 1] = string_sub(p, start)
+    return { steps = steps, stops = stops }
+end
+_M.split = split
+
+-- ---------------------------------------------------------------------------------------------
+-- searching
+
+-- next(x) -> s, e of the first match of pat starting at or after x; remembered while the
+-- question stays between the last start and the match found (the answer is then the same)
+local function forward_search(text, pat, plain)
+    local from, s, e
+    return function(x)
+        if from == nil or x < from or (s and x > s) then
+            from = x
+            s, e = string_find(text, pat, x, plain)
+        end
+        return s, e
+    end
+end
+
+-- each_match(text, pattern, max, found): found(start) for each match, left to right, at most max
+function _M.each_match(text, pat, max, found)
+    local count = 0
+    local chain = split(pat)
+    if not chain then
+        local init = 1
+        while count < max do
+            local s, e = string_find(text, pat, init)
+            if not s then
+                return
+            end
+            found(s)
+            count = count + 1
+            if string_sub(pat, 1, 1) == "^" then
+                return -- anchored: it can only match at the start
+            end
+            init = (e >= s and e or s) + 1
+        end
+        return
+    end
+    local steps, stops = chain.steps, chain.stops
+    local nexts, walls = {}, {}
+    for k = 1, #steps do
+        nexts[k] = forward_search(text, steps[k], false)
+        walls[k] = stops[k] and forward_search(text, stops[k], false)
+    end
+    local init = 1
+    while count < max do
+        local s1, e = nexts[1](init)
+        if not s1 then
+            return
+        end
+        local ok = true
+        for k = 2, #steps do
+            local sk, ek = nexts[k](e + 1)
+            local wall = walls[k] and walls[k](e + 1)
+            if not sk or (wall and sk > wall) then
+                ok = false
+                break
+            end
+            e = ek
+        end
+        if ok then
+            found(s1)
+            count = count + 1
+            init = e + 1
+        else
+            init = s1 + 1
+        end
+    end
+end
+
+return _M

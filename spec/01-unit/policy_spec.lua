@@ -460,7 +460,7 @@ describe("extends", function()
             description = "base",
             limits = { memory = "1G", timeout = 60 },
             env = { set = { A = "1", B = "2" }, pass = { "TZ", "LANG" } },
-            syscalls = { deny = { "mount", "ptrace" } },
+            syscalls = { deny = { replace = { "mount", "ptrace" } } },
         }]])
         local path = write(dir, "child.lua", [[return {
             extends = "./base.lua",
@@ -474,7 +474,9 @@ describe("extends", function()
         assert.equal("", p.description) -- never inherited
         assert.equal(1024 * M, p.limits.memory)
         assert.equal(5, p.limits.timeout)
-        assert.same({ A = "1", B = "two", C = "3" }, p.env.set)
+        -- base.lua has no `extends`: it starts from the built-in defaults, whose map it extends
+        assert.same({ A = "1", B = "two", C = "3", PATH = "/usr/local/bin:/usr/bin:/bin", HOME = "/sandbox",
+            LANG = "C.UTF-8" }, p.env.set)
         assert.same({ "HOME" }, p.env.pass)
         assert.same({ "mount", "ptrace", "bpf" }, p.syscalls.deny)
         local ro = p.filesystem.ro

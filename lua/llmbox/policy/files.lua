@@ -149,8 +149,11 @@ function _M.dirs(env)
     return out
 end
 
+-- a file name rather than a policy name (.yaml and .json too: they get their own error)
 local function is_path(s)
-    return s:find("/", 1, true) ~= nil or s:sub(-4) == ".lua"
+    local lower = s:lower()
+    return s:find("/", 1, true) ~= nil or lower:match("%.lua$") ~= nil
+        or lower:match("%.ya?ml$") ~= nil or lower:match("%.json$") ~= nil
 end
 
 local function names_in(dirs)

@@ -172,9 +172,9 @@ local function yaml_decode(text)
     return t
 end
 
-local function message(kind, path, value)
-    return string_format("policies are Lua files, not %s: %s cannot be read as one. The same "
-        .. "policy in Lua (save it as a .lua file): %s", kind, path, example(value))
+local function message(kind, value)
+    return string_format("policies are Lua files, not %s, so this file cannot be read. The same "
+        .. "policy in Lua (save it as a .lua file): %s", kind, example(value))
 end
 
 local function looks_like_json(text)
@@ -196,9 +196,9 @@ end
 function _M.by_name(path)
     local ext = path:lower():match("%.(%a+)$")
     if ext == "json" then
-        return message("JSON", path, json.decode(read(path) or ""))
+        return message("JSON", json.decode(read(path) or ""))
     elseif ext == "yaml" or ext == "yml" then
-        return message("YAML", path, yaml_decode(read(path) or ""))
+        return message("YAML", yaml_decode(read(path) or ""))
     end
     return nil
 end
@@ -209,9 +209,9 @@ function _M.by_content(path)
         return nil
     end
     if looks_like_json(text) then
-        return message("JSON", path, json.decode(text))
+        return message("JSON", json.decode(text))
     elseif looks_like_yaml(text) then
-        return message("YAML", path, yaml_decode(text))
+        return message("YAML", yaml_decode(text))
     end
     return nil
 end

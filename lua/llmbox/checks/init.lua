@@ -185,8 +185,9 @@ function _M.check(code, lang, cp)
         end
         for _, rule in ipairs(set.patterns or {}) do
             local message = rule.message or ("matches rule " .. rule.id)
+            local view = rule.strings == false and p.code or p.text
             for _, pat in ipairs(rule.patterns or { rule.pattern }) do
-                patterns.each_match(p.text, pat, MAX_MATCHES, function(s)
+                patterns.each_match(view, pat, MAX_MATCHES, function(s)
                     add(rule.id, rule.severity, message, p.line_at(s))
                 end)
             end

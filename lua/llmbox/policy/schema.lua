@@ -203,6 +203,9 @@ local PATTERN_RULE = {
         patterns = { type = "array", of = LUA_PATTERN },
         severity = { type = "enum", values = SEVERITY.values, default = "high" },
         message = { type = "string" },
+        -- false: match the code only, with the contents of string literals blanked, so the
+        -- word "system" in a message is not a call (the quotes themselves stay)
+        strings = { type = "boolean", default = true },
     },
     finish = function(r)
         if (r.pattern == nil) == (r.patterns == nil) then
@@ -253,6 +256,9 @@ local function weaker_pattern_rule(parent, child)
     local why = lower_severity(parent, child)
     if why or type(child) ~= "table" then
         return why
+    end
+    if child.strings == false and parent.strings ~= false then
+        return "is restated with strings = false, so it matches less"
     end
     local mine = {}
     for _, p in ipairs(child.patterns or { child.pattern }) do

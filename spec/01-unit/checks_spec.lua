@@ -535,3 +535,90 @@ describe("checks for every language", function()
         end
     end)
 end)
+
+-- Checking is linear in the code's length. Each input is checked at two sizes, N and 4N, and the
+-- CPU time compared (the least of three tries, so a busy machine cannot fake a slope): linear
+-- work grows about 4 times, quadratic work 16 times; the factor allowed is 10.
+describe("checking time is linear in the code's length", function()
+    local default
+
+    setup(function()
+        default = assert(policy.load("default")).checks
+    end)
+
+    local INPUTS = {
+        comments = { "# c\n", "// c\n" },
+        huge_line = { "x = a + b * (c - d) / e; " },
+        strings = { '"abc" + \'de\' + ' },
+        imports = { "import mod\n", "import import ", "from os import " },
+        backslashes = { "\\" },
+        quotes = { '"', "'", "`" },
+        regex = { "(/[", "= /" },
+        heredocs = { "cat <<EOF\n" },
+        fields = { 'f"{', "`${", '"#{' },
+        words = { "curl ", "rm -r ", "send(", "R\"R", "require('", "__import__('" },
+        blocks = { "/*", "=begin\n" },
+    }
+
+    local function cpu(code, lang)
+        local best = math.huge
+        for _ = 1, 3 do
+            local t = os.clock()
+            checks.check(code, lang, default)
+            best = math.min(best, os.clock() - t)
+        end
+        return best
+    end
+
+    for kind, units in pairs(INPUTS) do
+        it(kind, function()
+            for _, unit in ipairs(units) do
+                local small = string.rep(unit, math.ceil(16 * 1024 / #unit))
+                local large = string.rep(unit, 4 * math.ceil(16 * 1024 / #unit))
+                for _, lang in ipairs({ "python", "shell", "javascript", "java", "cpp", "go", "ruby", "r" }) do
+                    local t1, t4 = cpu(small, lang), cpu(large, lang)
+                    -- below a millisecond the clock says little: call that linear
+                    assert.is_true(t4 < 0.001 or t4 < 10 * t1, string.format("%s %q x%d: %.4fs for 16K, %.4fs for 64K",
+                        lang, unit, #large / #unit, t1, t4))
+                end
+            end
+        end)
+    end
+end)
+
+describe("the size bound", function()
+    local function with(t)
+        return assert(policy.from_table({ extends = "default", checks = t }, "sized")).checks
+    end
+
+    it("is 4M by default and a policy key", function()
+        assert.equal(4 * 1024 * 1024, assert(policy.load("default")).checks.max_code_size)
+        assert.equal(4 * 1024 * 1024, checks.max_code_size)
+        assert.equal(1024, with({ max_code_size = "1K" }).max_code_size)
+    end)
+
+    it("enforce: longer code is refused, saying the size, the limit and the key", function()
+        local r = checks.check(string.rep("x = 1\n", 200), "python", with({ max_code_size = "1K" }))
+        assert.is_true(r.blocked)
+        assert.is_false(r.safe)
+        assert.same({ { rule = "code-size", severity = "critical", line = 1,
+            message = "the code is 0.0 MiB (1200 bytes), more than the 0.0 MiB (1024 bytes) that "
+                .. "checks.max_code_size allows, so it was not checked; send less code or raise "
+                .. "checks.max_code_size in the policy" } }, r.violations)
+        assert.is_true(checks.check(string.rep("x = 1\n", 170), "python", with({ max_code_size = "1K" })).safe)
+    end)
+
+    it("warn: longer code runs, with the finding as a warning; off checks nothing", function()
+        local r = checks.check(string.rep("x", 2048), "python", with({ max_code_size = "1K", mode = "warn" }))
+        assert.is_false(r.blocked)
+        assert.same({ "code-size@1" }, rules_of(r))
+        r = checks.check(string.rep("x", 2048), "python", with({ max_code_size = "1K", mode = "off" }))
+        assert.is_true(r.safe)
+    end)
+
+    it("a checks table without the key gets the default", function()
+        local r = checks.check(string.rep("x", 4 * 1024 * 1024 + 1), "python", { mode = "enforce", rules = {} })
+        assert.is_true(r.blocked)
+        assert.matches("(4194305 bytes), more than the 4.0 MiB (4194304 bytes)", r.violations[1].message, 1, true)
+    end)
+end)

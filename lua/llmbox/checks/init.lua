@@ -28,6 +28,7 @@ local ipairs = ipairs
 local error = error
 local tostring = tostring
 local string_sub = string.sub
+local string_find = string.find
 local string_lower = string.lower
 local string_format = string.format
 local table_sort = table.sort
@@ -89,23 +90,37 @@ end
 local SEVERITY_RANK = { low = 1, medium = 2, high = 3, critical = 4 }
 _M.severity_rank = SEVERITY_RANK
 
-local function module_matches(m, name, sep)
-    if m.full == name or m.name == name then
-        return true
-    end
-    if string_sub(m.full, 1, #name + 1) == name .. sep then
-        return true
-    end
-    -- from urllib import request  ~  urllib.request
-    if m.imports then
-        for _, x in ipairs(m.imports) do
-            local full = m.full .. sep .. x
-            if full == name or string_sub(full, 1, #name + 1) == name .. sep then
-                return true
-            end
+-- calls found(name) for each name a restricted entry could have to cover module m: "os.path"
+-- is covered by "os" and "os.path"; `from urllib import request` also by "urllib.request".
+-- Looking names up this way costs the depth of each module, not the number of rules.
+local function each_cover(m, sep, found)
+    local full = m.full
+    local pos = 1
+    while true do
+        local s = string_find(full, sep, pos, true)
+        if not s then
+            break
         end
+        found(string_sub(full, 1, s - 1))
+        pos = s + 1
     end
-    return false
+    found(full)
+    if m.name ~= full and string_sub(full, 1, #m.name + 1) ~= m.name .. sep then
+        found(m.name) -- "@scope/pkg" for "@scope/pkg/x" is covered above; anything else here
+    end
+    for _, x in ipairs(m.imports or {}) do
+        local sub = full .. sep .. x
+        local at = #full + 2
+        while true do
+            local s = string_find(sub, sep, at, true)
+            if not s then
+                break
+            end
+            found(string_sub(sub, 1, s - 1))
+            at = s + 1
+        end
+        found(sub)
+    end
 end
 
 local function mib(n)
@@ -174,13 +189,18 @@ function _M.check(code, lang, cp)
         local restricted = set.restricted_modules
         if restricted and #restricted > 0 then
             mods = mods or modules.find(p)
+            local by_name = {}
             for _, r in ipairs(restricted) do
                 local name = type(r) == "string" and r or r.name
-                for _, m in ipairs(mods) do
-                    if module_matches(m, name, sep) then
+                by_name[name] = by_name[name] or (type(r) == "string" and { name = r } or r)
+            end
+            for _, m in ipairs(mods) do
+                each_cover(m, sep, function(name)
+                    local r = by_name[name]
+                    if r then
                         add("module:" .. name, r.severity, r.message or ("imports " .. m.full), m.line)
                     end
-                end
+                end)
             end
         end
         for _, rule in ipairs(set.patterns or {}) do

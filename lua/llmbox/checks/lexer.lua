@@ -172,6 +172,9 @@ function _M.regex_literal(s, i, segs)
 end
 
 local function blank(s)
+    if not string_find(s, "\n", 1, true) then
+        return string_rep(" ", #s)
+    end
     return (s:gsub("[^\n]", " "))
 end
 

@@ -70,6 +70,9 @@ local NAME_START = "^[%a_\128-\255]"
 -- One logical statement st (starting at byte a of the code): its words are read once, left to
 -- right, so a statement of any length (a 5 MB line of "import import ...") costs linear time.
 local function python_statement(st, a, line_at, list, seen)
+    if not string_find(st, "import", 1, true) then
+        return
+    end
     local words, starts, gaps, n = {}, {}, {}, 0
     local last_end = 0
     for s, w, e in st:gmatch("()([%w_%.\128-\255]+)()") do
@@ -219,11 +222,21 @@ end
 -- Java: import a.b.C; import a.b.*; import static a.b.C.m; (spaces may surround the dots)
 local function java_modules(p, list, seen)
     local code, line_at = p.code, p.line_at
+    -- where the run of name characters from x ends; remembered, as runs are shared by every
+    -- "import" inside one (a line of "import import ..." is one run)
+    local from, stop
+    local function run_end(x)
+        if from == nil or x < from or x > stop then
+            from = x
+            stop = string_find(code, "[^%w_$%.%s%*]", x) or #code + 1
+        end
+        return stop
+    end
     each(code, "%f[%w_$]import%s+()", function(s, _, at)
-        local decl = string_sub(code, at, at + MAX_LITERAL)
-        local name = decl:match("^static%s+([%w_$%.%s%*]-)%s*;") or decl:match("^([%w_$%.%s%*]-)%s*;")
-        if name then
-            add_module(list, seen, (name:gsub("%s+", "")), line_at(s), ".", nil)
+        local e = run_end(at)
+        if string_byte(code, e) == B_SEMI then
+            local name = string_sub(code, at, e - 1):gsub("^static%s+", ""):gsub("%s+", "")
+            add_module(list, seen, name, line_at(s), ".", nil)
         end
     end)
 end

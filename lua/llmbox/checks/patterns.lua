@@ -12,6 +12,7 @@
 
 local string_find = string.find
 local string_sub = string.sub
+local table_concat = table.concat
 
 local _M = {}
 
@@ -92,16 +93,94 @@ end
 _M.split = split
 
 -- ---------------------------------------------------------------------------------------------
+-- a fast first look: most patterns start with a literal word ("%f[%w_]system%s*%(" with
+-- "system"), and a plain search for it runs at memchr speed while Lua's matcher tries its
+-- frontier and classes at every byte. Every match starts with that literal, so checking the
+-- pattern, anchored, at each place the literal occurs finds the same leftmost match.
+
+local MAGIC = { ["^"] = true, ["$"] = true, ["*"] = true, ["+"] = true, ["-"] = true, ["?"] = true,
+    ["."] = true, ["("] = true, [")"] = true, ["["] = true, ["]"] = true, ["%"] = true }
+
+-- the literal every match of p starts with (after zero-width frontiers), or nil
+local function leading_literal(p)
+    if string_sub(p, 1, 1) == "^" then
+        return nil
+    end
+    local i = 1
+    while string_sub(p, i, i + 1) == "%f" do
+        local e = class_end(p, i + 2)
+        if not e then
+            return nil
+        end
+        i = e + 1
+    end
+    local lit = {}
+    while i <= #p do
+        local c = string_sub(p, i, i)
+        local width = 1
+        if c == "%" then
+            c = string_sub(p, i + 1, i + 1)
+            if c == "" or c:match("%w") then
+                break -- a class such as %a, or a back-reference
+            end
+            width = 2
+        elseif MAGIC[c] then
+            break
+        end
+        local q = string_sub(p, i + width, i + width)
+        if q == "*" or q == "-" or q == "?" then
+            break -- optional: not part of every match
+        end
+        lit[#lit + 1] = c
+        if q == "+" then
+            break
+        end
+        i = i + width
+    end
+    if #lit == 0 then
+        return nil
+    end
+    return table_concat(lit)
+end
+_M.leading_literal = leading_literal
+
+-- finder(pat) -> find(text, init): the same answer as string.find(text, pat, init)
+local function finder(pat)
+    local lit = leading_literal(pat)
+    if not lit then
+        return function(text, init)
+            return string_find(text, pat, init)
+        end
+    end
+    local anchored = "^" .. pat
+    return function(text, init)
+        while true do
+            local c = string_find(text, lit, init, true)
+            if not c then
+                return nil
+            end
+            local s, e = string_find(text, anchored, c)
+            if s then
+                return s, e
+            end
+            init = c + 1
+        end
+    end
+end
+_M.finder = finder
+
+-- ---------------------------------------------------------------------------------------------
 -- searching
 
 -- next(x) -> s, e of the first match of pat starting at or after x; remembered while the
 -- question stays between the last start and the match found (the answer is then the same)
-local function forward_search(text, pat, plain)
+local function forward_search(text, pat)
+    local find = finder(pat)
     local from, s, e
     return function(x)
         if from == nil or x < from or (s and x > s) then
             from = x
-            s, e = string_find(text, pat, x, plain)
+            s, e = find(text, x)
         end
         return s, e
     end
@@ -112,9 +191,10 @@ function _M.each_match(text, pat, max, found)
     local count = 0
     local chain = split(pat)
     if not chain then
+        local find = finder(pat)
         local init = 1
         while count < max do
-            local s, e = string_find(text, pat, init)
+            local s, e = find(text, init)
             if not s then
                 return
             end
@@ -130,8 +210,8 @@ function _M.each_match(text, pat, max, found)
     local steps, stops = chain.steps, chain.stops
     local nexts, walls = {}, {}
     for k = 1, #steps do
-        nexts[k] = forward_search(text, steps[k], false)
-        walls[k] = stops[k] and forward_search(text, stops[k], false)
+        nexts[k] = forward_search(text, steps[k])
+        walls[k] = stops[k] and forward_search(text, stops[k])
     end
     local init = 1
     while count < max do

@@ -8,6 +8,8 @@
 -- many places (the next U+2028 after a comment, a regular expression that never closes) remember
 -- what they found.
 
+local ffi = require "ffi"
+
 local ipairs = ipairs
 local select = select
 local string_byte = string.byte
@@ -16,6 +18,8 @@ local string_find = string.find
 local string_rep = string.rep
 local table_concat = table.concat
 local math_min = math.min
+local ffi_new, ffi_copy, ffi_fill, ffi_string = ffi.new, ffi.copy, ffi.fill, ffi.string
+local bit_band, bit_bor = bit.band, bit.bor
 
 local _M = {}
 
@@ -52,13 +56,13 @@ _M.emit = emit
 -- per-scan state, reset by begin()
 local nest = 0
 local ls_subject, ls_from, ls_at -- the last search for U+2028/U+2029: from where, found where
-local dead_regex = {}            -- regex scan states known to run into a line end
+local dead_regex                 -- regex scan states known to run into a line end (2 bits a byte)
 
 -- begin(s): called once before scanning s
 function _M.begin(s)
     nest = 0
     ls_subject, ls_from, ls_at = s, nil, nil
-    dead_regex = {}
+    dead_regex = nil
 end
 
 -- Nested fields (f"{f'{...}'}", `${`${...}`}`) recurse. Real code nests a few levels; past
@@ -130,25 +134,25 @@ _M.REGEX_AFTER_WORD = { ["return"] = true, ["typeof"] = true, ["case"] = true, [
 -- position after the closing '/', or nil when the line ends first (then it was a division).
 -- The scan's state at a byte is (position, inside [...]); a scan that reaches a state an earlier
 -- failed scan passed through fails the same way, so it stops there: every state is walked at
--- most once, and a line such as "(/[(/[(/[..." costs linear time, not quadratic.
-function _M.regex_literal(s, i, segs)
+-- most twice (once to fail, once to mark), and a line such as "(/[(/[(/[..." costs linear time,
+-- not quadratic. The marks are two bits per byte of the code.
+local function regex_walk(s, i, mark)
     local n = #s
     local j = i + 1
     local in_class = false
-    local walked, k = {}, 0
-    local result
     while j <= n do
-        local key = in_class and -j or j
-        if dead_regex[key] then
-            break
+        local bit = in_class and 2 or 1
+        if dead_regex and bit_band(dead_regex[j], bit) ~= 0 then
+            return nil
         end
-        k = k + 1
-        walked[k] = key
+        if mark then
+            dead_regex[j] = bit_bor(dead_regex[j], bit)
+        end
         local c = string_byte(s, j)
         if c == B.BSL then
             j = j + 2
         elseif c == B.NL then
-            break
+            return nil
         elseif c == B.LBRK then
             in_class = true
             j = j + 1
@@ -156,31 +160,30 @@ function _M.regex_literal(s, i, segs)
             in_class = false
             j = j + 1
         elseif c == B.SLASH and not in_class then
-            emit(segs, "str", i + 1, j - 1)
-            result = j + 1
-            break
+            return j
         else
             j = j + 1
         end
     end
-    if not result then
-        for x = 1, k do
-            dead_regex[walked[x]] = true
-        end
-    end
-    return result
+    return nil
 end
 
-local function blank(s)
-    if not string_find(s, "\n", 1, true) then
-        return string_rep(" ", #s)
+function _M.regex_literal(s, i, segs)
+    local close = regex_walk(s, i, false)
+    if close then
+        emit(segs, "str", i + 1, close - 1)
+        return close + 1
     end
-    return (s:gsub("[^\n]", " "))
+    if not dead_regex then
+        dead_regex = ffi_new("uint8_t[?]", #s + 2)
+    end
+    regex_walk(s, i, true)
+    return nil
 end
 
--- render(s, segs, how) -> the view of s: "blank" (comments become spaces), "code" (comments and
--- string contents become spaces) or "strip" (comments removed, their newlines kept)
-function _M.render(s, segs, how)
+-- the "strip" view: comments removed, their newlines kept (a different length, so built piece by
+-- piece; only strip_comments asks for it)
+local function strip(s, segs)
     local out, k = {}, 0
     local pos = 1
     for x = 1, segs.n do
@@ -190,18 +193,12 @@ function _M.render(s, segs, how)
             out[k] = string_sub(s, pos, a - 1)
         end
         local text = string_sub(s, a, b)
+        k = k + 1
         if kind == "str" then
-            -- "code" view: string contents become spaces, newlines included, so a statement
-            -- splitter never ends a statement inside a triple-quoted string
-            k = k + 1
-            out[k] = how == "code" and string_rep(" ", #text) or text
-        elseif how == "strip" then
-            local nl = select(2, text:gsub("\n", ""))
-            k = k + 1
-            out[k] = nl > 0 and string_rep("\n", nl) or (kind == "block" and " " or "")
+            out[k] = text
         else
-            k = k + 1
-            out[k] = blank(text)
+            local nl = select(2, text:gsub("\n", ""))
+            out[k] = nl > 0 and string_rep("\n", nl) or (kind == "block" and " " or "")
         end
         pos = b + 1
     end
@@ -212,5 +209,36 @@ function _M.render(s, segs, how)
     return table_concat(out)
 end
 
+-- render(s, segs, how) -> the view of s: "blank" (comments become spaces, newlines kept),
+-- "code" (comments and string contents become spaces; newlines in strings too, so a statement
+-- splitter never ends a statement inside a triple-quoted string) or "strip" (see above).
+-- "blank" and "code" keep every position: they are written over a copy of the code in one
+-- buffer. (Cutting the code into one Lua string per piece would intern thousands of long,
+-- nearly equal strings, which LuaJIT's string table can make quadratic.)
+function _M.render(s, segs, how)
+    if how == "strip" then
+        return strip(s, segs)
+    end
+    local n = #s
+    local buf = ffi_new("uint8_t[?]", n + 1)
+    ffi_copy(buf, s, n)
+    local kinds, starts, stops = segs.kinds, segs.starts, segs.stops
+    for x = 1, segs.n do
+        local kind, a, b = kinds[x], starts[x], stops[x]
+        if b > n then b = n end
+        if kind == "str" then
+            if how == "code" and b >= a then
+                ffi_fill(buf + a - 1, b - a + 1, 32)
+            end
+        else
+            for i = a - 1, b - 1 do
+                if buf[i] ~= 10 then
+                    buf[i] = 32
+                end
+            end
+        end
+    end
+    return ffi_string(buf, n)
+end
 
 return _M

@@ -16,6 +16,8 @@ local string_find = string.find
 local string_rep = string.rep
 local table_sort = table.sort
 
+local finder = require("llmbox.checks.patterns").finder
+
 local _M = {}
 
 local B_LPAR, B_RPAR, B_LBRK, B_RBRK, B_LBRACE, B_RBRACE, B_NL, B_SEMI = 40, 41, 91, 93, 123, 125, 10, 59
@@ -165,9 +167,10 @@ end
 
 -- calls found(s, e, at) for every match of pat in `code`
 local function each(code, pat, found)
+    local find = finder(pat)
     local init = 1
     while true do
-        local s, e, at = string_find(code, pat, init)
+        local s, e, at = find(code, init)
         if not s then
             return
         end
@@ -201,6 +204,12 @@ local function ruby_modules(p, list, seen)
     end)
 end
 
+-- [%w_.]: the bytes of an R name
+local function is_name_byte(c)
+    return c ~= nil and (c >= 48 and c <= 57 or c >= 65 and c <= 90 or c >= 97 and c <= 122
+        or c == 95 or c == 46)
+end
+
 local function r_modules(p, list, seen)
     local code, text, line_at = p.code, p.text, p.line_at
     for _, fn in ipairs({ "library", "require", "requireNamespace", "loadNamespace" }) do
@@ -213,10 +222,28 @@ local function r_modules(p, list, seen)
             end
         end)
     end
-    -- pkg::fn and pkg:::fn use a package without library()
-    each(code, "%f[%w_.]([%a][%w%._]*):::?", function(s, _, name)
-        add_module(list, seen, name, line_at(s), ":", nil)
-    end)
+    -- pkg::fn and pkg:::fn use a package without library(): found from each "::", reading the
+    -- name before it (at most MAX_LITERAL bytes back)
+    local init = 1
+    while true do
+        local c = string_find(code, "::", init, true)
+        if not c then
+            break
+        end
+        init = c + 2
+        if string_byte(code, init) == 58 then
+            init = init + 1 -- ":::"
+        end
+        local s = c
+        while s > 1 and c - s < MAX_LITERAL and is_name_byte(string_byte(code, s - 1)) do
+            s = s - 1
+        end
+        local first = string_byte(code, s)
+        if s < c and not is_name_byte(string_byte(code, s - 1))
+            and (first >= 65 and first <= 90 or first >= 97 and first <= 122) then
+            add_module(list, seen, string_sub(code, s, c - 1), line_at(s), ":", nil)
+        end
+    end
 end
 
 -- Java: import a.b.C; import a.b.*; import static a.b.C.m; (spaces may surround the dots)

@@ -144,7 +144,8 @@ local function leading_literal(p)
 end
 _M.leading_literal = leading_literal
 
--- finder(pat) -> find(text, init): the same answer as string.find(text, pat, init)
+-- finder(pat) -> find(text, init): the same answer as string.find(text, pat, init) (two
+-- captures at most)
 local function finder(pat)
     local lit = leading_literal(pat)
     if not lit then
@@ -159,9 +160,9 @@ local function finder(pat)
             if not c then
                 return nil
             end
-            local s, e = string_find(text, anchored, c)
+            local s, e, c1, c2 = string_find(text, anchored, c)
             if s then
-                return s, e
+                return s, e, c1, c2
             end
             init = c + 1
         end

@@ -5,9 +5,11 @@
 -- such as "512M" (K = 1024); durations are seconds or strings such as "30s", "500ms", "5m".
 -- To make your own, copy this file next to it (or into a directory listed in LLMBOX_POLICY_PATH)
 -- or write a short file that says `extends = "default"` and changes only what differs;
--- see strict.lua and permissive.lua. A file without `extends` still gets the limits, mounts,
--- environment and syscall rules shown here for every key it leaves out (forgetting a key never
--- loosens the jail), but no code-check rules: those come only from the file or its parent.
+-- see strict.lua and permissive.lua. A file without `extends` starts from the limits, mounts,
+-- environment and syscall rules shown here (forgetting a key never loosens the jail), but no
+-- code-check rules: those come only from the file or its parent. Either way a plain list of
+-- rules (syscalls.deny, deny_ioctls, checks patterns and restricted_modules) may only add to
+-- what it inherits; { append = }, { remove = } and { replace = } say what you mean (README).
 --
 -- The code runs as an unprivileged user in fresh namespaces, so what the program can reach is
 -- decided by the kernel (mounts, rlimits, cgroups, seccomp), not by the checks at the bottom.

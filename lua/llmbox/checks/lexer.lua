@@ -65,6 +65,22 @@ function _M.begin(s)
     dead_regex = nil
 end
 
+-- Inside an interpolated field (`${ ... }`, #{ ... }): the brace depth after byte c, or nil
+-- when c is the '}' that closes the field.
+function _M.field_depth(c, depth)
+    if c == B.LBRACE then
+        return depth + 1
+    elseif c == B.RBRACE then
+        return depth > 0 and depth - 1 or nil
+    end
+    return depth
+end
+
+-- space, tab, newline, carriage return: bytes that do not change what a '/' after them means
+function _M.is_blank(c)
+    return c == 32 or c == 9 or c == 10 or c == 13
+end
+
 -- Nested fields (f"{f'{...}'}", `${`${...}`}`) recurse. Real code nests a few levels; past
 -- MAX_NEST the rest of the input is left unmarked, i.e. treated as code, which hides nothing.
 local MAX_NEST = 100

@@ -7,19 +7,14 @@ local lexer = require "llmbox.checks.lexer"
 local string_byte = string.byte
 local string_sub = string.sub
 local string_find = string.find
-local string_lower = string.lower
 local math_min = math.min
 
 local B = lexer.B
-local B_NL, B_HASH, B_SQ, B_DQ, B_BT = B.NL, B.HASH, B.SQ, B.DQ, B.BT
-local B_BSL, B_SLASH, B_STAR = B.BSL, B.SLASH, B.STAR
-local B_LBRACE, B_RBRACE, B_LPAR, B_RPAR, B_LBRK, B_RBRK = B.LBRACE, B.RBRACE, B.LPAR, B.RPAR, B.LBRK, B.RBRK
-local B_DOLLAR, B_COLON, B_LT, B_EQ, B_PCT = B.DOLLAR, B.COLON, B.LT, B.EQ, B.PCT
+local B_NL, B_SQ, B_DQ, B_BT, B_BSL, B_SLASH = B.NL, B.SQ, B.DQ, B.BT, B.BSL, B.SLASH
+local B_STAR, B_LBRACE, B_DOLLAR = B.STAR, B.LBRACE, B.DOLLAR
 local emit, nested, line_end, is_word_byte = lexer.emit, lexer.nested, lexer.line_end, lexer.is_word_byte
-
-
+local field_depth, is_blank, js_regex = lexer.field_depth, lexer.is_blank, lexer.regex_literal
 local JS_REGEX_AFTER_CHAR, JS_REGEX_AFTER_WORD = lexer.REGEX_AFTER_CHAR, lexer.REGEX_AFTER_WORD
-local js_regex = lexer.regex_literal
 
 local c_code -- forward
 
@@ -154,16 +149,12 @@ c_code = function(s, i, segs, lang, in_field)
             last_char = string_byte(s, j - 1)
         else
             if in_field then
-                if c == B_LBRACE then
-                    depth = depth + 1
-                elseif c == B_RBRACE then
-                    if depth == 0 then
-                        return i + 1
-                    end
-                    depth = depth - 1
+                depth = field_depth(c, depth)
+                if not depth then
+                    return i + 1
                 end
             end
-            if c ~= 32 and c ~= 9 and c ~= B_NL and c ~= 13 then
+            if not is_blank(c) then
                 last_char = c
             end
             i = i + 1

@@ -7,13 +7,10 @@ local string_byte = string.byte
 local string_sub = string.sub
 local string_find = string.find
 local string_lower = string.lower
-local math_min = math.min
 
 local B = lexer.B
-local B_NL, B_HASH, B_SQ, B_DQ, B_BT = B.NL, B.HASH, B.SQ, B.DQ, B.BT
-local B_BSL, B_SLASH, B_STAR = B.BSL, B.SLASH, B.STAR
-local B_LBRACE, B_RBRACE, B_LPAR, B_RPAR, B_LBRK, B_RBRK = B.LBRACE, B.RBRACE, B.LPAR, B.RPAR, B.LBRK, B.RBRK
-local B_DOLLAR, B_COLON, B_LT, B_EQ, B_PCT = B.DOLLAR, B.COLON, B.LT, B.EQ, B.PCT
+local B_NL, B_HASH, B_SQ, B_DQ, B_BSL, B_LBRACE = B.NL, B.HASH, B.SQ, B.DQ, B.BSL, B.LBRACE
+local B_RBRACE, B_LPAR, B_RPAR, B_LBRK, B_RBRK, B_COLON = B.RBRACE, B.LPAR, B.RPAR, B.LBRK, B.RBRK, B.COLON
 local emit, nested, line_end, is_word_byte = lexer.emit, lexer.nested, lexer.line_end, lexer.is_word_byte
 
 local py_code -- forward

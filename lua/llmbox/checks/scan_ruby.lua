@@ -6,18 +6,15 @@ local lexer = require "llmbox.checks.lexer"
 local string_byte = string.byte
 local string_sub = string.sub
 local string_find = string.find
-local string_lower = string.lower
 local math_min = math.min
 
 local B = lexer.B
-local B_NL, B_HASH, B_SQ, B_DQ, B_BT = B.NL, B.HASH, B.SQ, B.DQ, B.BT
-local B_BSL, B_SLASH, B_STAR = B.BSL, B.SLASH, B.STAR
-local B_LBRACE, B_RBRACE, B_LPAR, B_RPAR, B_LBRK, B_RBRK = B.LBRACE, B.RBRACE, B.LPAR, B.RPAR, B.LBRK, B.RBRK
-local B_DOLLAR, B_COLON, B_LT, B_EQ, B_PCT = B.DOLLAR, B.COLON, B.LT, B.EQ, B.PCT
+local B_NL, B_HASH, B_SQ, B_DQ, B_BT, B_BSL = B.NL, B.HASH, B.SQ, B.DQ, B.BT, B.BSL
+local B_SLASH, B_LBRACE, B_RBRACE, B_LPAR, B_RPAR, B_LBRK = B.SLASH, B.LBRACE, B.RBRACE, B.LPAR, B.RPAR, B.LBRK
+local B_RBRK, B_LT, B_EQ, B_PCT = B.RBRK, B.LT, B.EQ, B.PCT
 local emit, nested, line_end, is_word_byte = lexer.emit, lexer.nested, lexer.line_end, lexer.is_word_byte
-local skip_heredoc_bodies = lexer.skip_heredoc_bodies
-local JS_REGEX_AFTER_CHAR = lexer.REGEX_AFTER_CHAR
-local js_regex = lexer.regex_literal
+local skip_heredoc_bodies, field_depth, is_blank = lexer.skip_heredoc_bodies, lexer.field_depth, lexer.is_blank
+local js_regex, JS_REGEX_AFTER_CHAR = lexer.regex_literal, lexer.REGEX_AFTER_CHAR
 
 local rb_code -- forward
 
@@ -118,16 +115,12 @@ rb_code = function(s, i, segs, in_field)
             last_char = string_byte(s, j - 1)
         else
             if in_field then
-                if c == B_LBRACE then
-                    depth = depth + 1
-                elseif c == B_RBRACE then
-                    if depth == 0 then
-                        return i + 1
-                    end
-                    depth = depth - 1
+                depth = field_depth(c, depth)
+                if not depth then
+                    return i + 1
                 end
             end
-            if c ~= 32 and c ~= 9 and c ~= B_NL and c ~= 13 then
+            if not is_blank(c) then
                 last_char = c
             end
             i = i + 1

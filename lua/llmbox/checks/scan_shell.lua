@@ -4,20 +4,15 @@
 local lexer = require "llmbox.checks.lexer"
 
 local string_byte = string.byte
-local string_sub = string.sub
 local string_find = string.find
-local string_lower = string.lower
-local math_min = math.min
 
 local B = lexer.B
-local B_NL, B_HASH, B_SQ, B_DQ, B_BT = B.NL, B.HASH, B.SQ, B.DQ, B.BT
-local B_BSL, B_SLASH, B_STAR = B.BSL, B.SLASH, B.STAR
-local B_LBRACE, B_RBRACE, B_LPAR, B_RPAR, B_LBRK, B_RBRK = B.LBRACE, B.RBRACE, B.LPAR, B.RPAR, B.LBRK, B.RBRK
-local B_DOLLAR, B_COLON, B_LT, B_EQ, B_PCT = B.DOLLAR, B.COLON, B.LT, B.EQ, B.PCT
-local emit, nested, line_end, is_word_byte = lexer.emit, lexer.nested, lexer.line_end, lexer.is_word_byte
-local skip_heredoc_bodies = lexer.skip_heredoc_bodies
+local B_NL, B_HASH, B_SQ, B_DQ, B_BSL, B_DOLLAR = B.NL, B.HASH, B.SQ, B.DQ, B.BSL, B.DOLLAR
+local B_LT = B.LT
+local emit, line_end, skip_heredoc_bodies = lexer.emit, lexer.line_end, lexer.skip_heredoc_bodies
 
 -- characters after which a '#' starts a word, and so a comment
+
 local SH_WORD_BREAK = { [32] = true, [9] = true, [10] = true, [59] = true, [38] = true,
     [124] = true, [40] = true, [41] = true, [60] = true, [62] = true }
 

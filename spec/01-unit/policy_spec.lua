@@ -383,6 +383,22 @@ describe("broken policy files", function()
         assert.matches('checks.rules.python.patterns[1]: needs exactly one of "pattern"', err, 1, true)
     end)
 
+    it("a pattern that could make checking quadratic is refused at load time", function()
+        local err, prefix = load_text("slow", [[return { checks = { rules = { python = {
+            patterns = { { id = "x", pattern = "x[%w%s]*y" } } } } } }]])
+        assert.equal(prefix .. 'checks.rules.python.patterns[1].pattern: pattern "x[%w%s]*y" could take time '
+            .. "quadratic in the code's length: \"[%w%s]*\" can also match \"x\", which starts the pattern, so "
+            .. "a long run of it is read again from every start; narrow the class, start the pattern with a "
+            .. "frontier such as %f[%w_] that the class stays inside, or bridge the parts with [^...]* (searched "
+            .. "part by part)", err)
+        err = load_text("slow2", [[return { checks = { rules = { shell = {
+            patterns = { { id = "y", patterns = { "ok", "a%s*%s*b" } } } } } } }]])
+        assert.matches('"%s*" is followed by "%s*", and both can match \\t', err, 1, true)
+        -- the same idea written so that it stays linear loads fine
+        assert(policy.load(write(dir, "fast.lua", [[return { checks = { rules = { python = {
+            patterns = { { id = "x", patterns = { "%f[%w_]x[%w_]*y", "x[^\n]*y", "AKIA%u+" } } } } } } }]])))
+    end)
+
     it("a syntax error names the file and the line", function()
         local err, prefix = load_text("syntax", "return {\n  limits = { memory = '1G' \n  oops\n}")
         assert.equal(1, select(2, err:gsub(prefix:gsub("%p", "%%%0"), "")))

@@ -10,11 +10,19 @@
 -- the search does, so each step reads the code about once. (What a step itself costs is up to
 -- its author: the shipped rules keep their repetitions from running over their own start.)
 
+local ipairs = ipairs
 local string_find = string.find
 local string_sub = string.sub
+local string_char = string.char
+local string_byte = string.byte
+local string_format = string.format
 local table_concat = table.concat
 
 local _M = {}
+
+local function quote(s)
+    return '"' .. s .. '"'
+end
 
 -- ---------------------------------------------------------------------------------------------
 -- cutting a pattern into steps and bridges
@@ -91,6 +99,162 @@ local function split(p)
     return { steps = steps, stops = stops }
 end
 _M.split = split
+
+-- ---------------------------------------------------------------------------------------------
+-- what a step may cost: policies are refused at load when a pattern could make checking
+-- quadratic, rather than found out on the first long line
+
+-- the items of a pattern without bridges: { text =, quant = "" | "*" | "+" | "-" | "?",
+-- frontier = true } (nil for patterns this analysis does not read: captures, %b)
+local function items(p)
+    local out, i = {}, 1
+    while i <= #p do
+        local c = string_sub(p, i, i)
+        local d = string_sub(p, i + 1, i + 1)
+        if c == "(" or c == ")" or (c == "%" and d == "b") then
+            return nil
+        end
+        if (c == "^" and i == 1) or (c == "$" and i == #p) then
+            i = i + 1
+        else
+            local frontier = c == "%" and d == "f"
+            local e = class_end(p, frontier and i + 2 or i)
+            if not e then
+                return nil
+            end
+            local q = string_sub(p, e + 1, e + 1)
+            local quant = (not frontier and (q == "*" or q == "+" or q == "-" or q == "?")) and q or ""
+            out[#out + 1] = { text = string_sub(p, frontier and i + 2 or i, e), quant = quant,
+                frontier = frontier }
+            i = e + 1 + #quant
+        end
+    end
+    return out
+end
+
+-- the bytes a single-byte item ("%a", "[^\n]", "x") matches, as a list and a set; remembered,
+-- as the shipped rules repeat their classes
+local member_cache = {}
+local ALL_BYTES = {}
+for b = 0, 255 do
+    ALL_BYTES[b + 1] = string_char(b)
+end
+ALL_BYTES = table_concat(ALL_BYTES)
+
+local function members(item)
+    local m = member_cache[item]
+    if not m then
+        local list, set = {}, {}
+        -- a lone "$" or "^" is a literal byte here, not an anchor
+        for ch in ALL_BYTES:gmatch((item == "$" or item == "^") and "%" .. item or item) do
+            local b = string_byte(ch)
+            list[#list + 1] = b
+            set[b] = true
+        end
+        m = { list = list, set = set }
+        member_cache[item] = m
+    end
+    return m
+end
+
+local function matches(item, byte)
+    return members(item).set[byte] == true
+end
+
+local SHOWN = { [9] = "\\t", [10] = "\\n", [13] = "\\r", [32] = "a space" }
+
+local function shown(byte)
+    if SHOWN[byte] then
+        return SHOWN[byte]
+    end
+    return byte > 32 and byte < 127 and ('"' .. string_char(byte) .. '"') or string_format("byte %d", byte)
+end
+
+-- nil, or why searching for step p could read a long run of bytes again from many starts
+local function step_problem(p)
+    local list = items(p)
+    if not list then
+        return nil
+    end
+    local frontier, start = nil, {}
+    local k = 1
+    while list[k] and list[k].frontier do
+        frontier = frontier or list[k].text
+        k = k + 1
+    end
+    -- the bytes a match can start with: the leading items up to the first one that must match
+    while list[k] do
+        for _, b in ipairs(members(list[k].text).list) do
+            start[#start + 1] = b
+        end
+        if list[k].quant == "" or list[k].quant == "+" then
+            break
+        end
+        k = k + 1
+    end
+    local last = #list
+    while last > 0 and list[last].frontier do
+        last = last - 1
+    end
+    for j = 1, last - 1 do
+        local it = list[j]
+        if it.quant == "*" or it.quant == "+" or it.quant == "-" then
+            local x = it.text .. it.quant
+            for _, b in ipairs(start) do
+                if matches(it.text, b) then
+                    -- inside a run of bytes the leading frontier excludes, no match can start
+                    local covered = frontier ~= nil
+                    if covered then
+                        for _, m in ipairs(members(it.text).list) do
+                            if not matches(frontier, m) then
+                                covered = false
+                                break
+                            end
+                        end
+                    end
+                    if not covered then
+                        return string_format("%s can also match %s, which starts the pattern, so a "
+                            .. "long run of it is read again from every start", quote(x), shown(b))
+                    end
+                end
+            end
+            local nx = list[j + 1]
+            if nx and not nx.frontier and nx.quant ~= "" and nx.quant ~= "?" then
+                for _, b in ipairs(members(nx.text).list) do
+                    if matches(it.text, b) then
+                        return string_format("%s is followed by %s, and both can match %s, so a long "
+                            .. "run of it is split every possible way", quote(x), quote(nx.text .. nx.quant),
+                            shown(b))
+                    end
+                end
+            end
+        end
+    end
+    return nil
+end
+
+-- cost_problem(p) -> nil, or a sentence saying why p could make checking quadratic and how to fix it
+local cost_cache = {}
+
+function _M.cost_problem(p)
+    local known = cost_cache[p]
+    if known ~= nil then
+        return known or nil
+    end
+    local why = false
+    local chain = split(p)
+    for _, step in ipairs(chain and chain.steps or { p }) do
+        local step_why = step_problem(step)
+        if step_why then
+            why = "could take time quadratic in the code's length: " .. step_why .. "; narrow the "
+                .. "class, start the pattern with a frontier such as %f[%w_] that the class stays "
+                .. "inside, or bridge the parts with [^...]* (searched part by part)"
+            break
+        end
+    end
+    cost_cache[p] = why
+    return why or nil
+end
 
 -- ---------------------------------------------------------------------------------------------
 -- a fast first look: most patterns start with a literal word ("%f[%w_]system%s*%(" with

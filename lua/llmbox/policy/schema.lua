@@ -10,6 +10,7 @@
 -- is exactly the list, since leaving an entry out only tightens.
 
 local schema = require "llmbox.schema"
+local patterns = require "llmbox.checks.patterns"
 
 local type = type
 local ipairs = ipairs
@@ -189,6 +190,11 @@ local LUA_PATTERN = {
         if err then
             return nil, "invalid Lua pattern " .. quote(p) .. ": " .. err
                 .. " (escape magic characters ( ) . % + - * ? [ ] ^ $ with %)"
+        end
+        -- checking must stay linear in the code's length: say so now, not on a long line
+        local slow = patterns.cost_problem(p)
+        if slow then
+            return nil, "pattern " .. quote(p) .. " " .. slow
         end
         return p
     end,

@@ -40,10 +40,8 @@ local _M = {}
 
 local FORM_KEYS = { append = true, remove = true, replace = true }
 
-local function entry_key(spec, v)
-    if spec.key then
-        return spec.key(v)
-    end
+-- an entry's name: its id (pattern rules), name (modules), path inside (mounts), or itself
+local function entry_key(_, v)
     if type(v) == "string" then
         return v
     elseif type(v) == "table" then

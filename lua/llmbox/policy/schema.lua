@@ -4,10 +4,10 @@
 --
 -- Besides llmbox.schema's options, array specs here carry `inherit`, read by
 -- llmbox.policy.merge: "keep" marks a list of security rules (what it names is refused or
--- reported), which a child policy's plain list may not shrink; `key` names an entry and
--- `weaker(parent_entry, child_entry)` says how a restated entry would loosen it. Arrays without
--- `inherit` grant things (mounts, variables let through, allowed syscalls): a plain list there
--- is exactly the list, since leaving an entry out only tightens.
+-- reported), which a child policy's plain list may not shrink, and `weaker(parent_entry,
+-- child_entry)` says how a restated entry would loosen it. Arrays without `inherit` grant things
+-- (mounts, variables let through, allowed syscalls): a plain list there is exactly the list,
+-- since leaving an entry out only tightens.
 
 local schema = require "llmbox.schema"
 local patterns = require "llmbox.checks.patterns"

@@ -41,7 +41,7 @@ local _M = {}
 local FORM_KEYS = { append = true, remove = true, replace = true }
 
 -- an entry's name: its id (pattern rules), name (modules), path inside (mounts), or itself
-local function entry_key(_, v)
+local function entry_key(v)
     if type(v) == "string" then
         return v
     elseif type(v) == "table" then
@@ -84,10 +84,10 @@ local function how(path, added, dropped)
 end
 
 -- the parent's entries, as { keys = { k, ... }, by = { k = entry } }
-local function index(spec, list)
+local function index(list)
     local keys, by = {}, {}
     for _, v in ipairs(type(list) == "table" and list or {}) do
-        local k = entry_key(spec, v)
+        local k = entry_key(v)
         if k and by[k] == nil then
             keys[#keys + 1] = k
             by[k] = v
@@ -106,11 +106,11 @@ end
 
 -- a plain list for a list of rules: refused when it drops or weakens an inherited entry
 local function check_kept(spec, base, child, path, parent_label)
-    local have = index(spec, base)
+    local have = index(base)
     if #have.keys == 0 then
         return true
     end
-    local mine = index(spec, child)
+    local mine = index(child)
     local dropped = {}
     for _, k in ipairs(have.keys) do
         if mine.by[k] == nil then
@@ -180,10 +180,10 @@ local function apply_form(spec, base, form, path, parent_label)
         out[#out + 1] = deep_copy(v)
     end
     if form.remove then
-        local have = index(spec, out)
+        local have = index(out)
         local gone = {}
         for i, r in ipairs(form.remove) do
-            local k = entry_key(spec, r)
+            local k = entry_key(r)
             if k == nil or have.by[k] == nil then
                 local near = k and schema.suggest(k, have.keys)
                 return nil, join(join(path, "remove"), i) .. ": " .. (k and quote(k) or schema.describe_value(r))
@@ -194,18 +194,18 @@ local function apply_form(spec, base, form, path, parent_label)
         end
         local kept = {}
         for _, v in ipairs(out) do
-            if not gone[entry_key(spec, v)] then
+            if not gone[entry_key(v)] then
                 kept[#kept + 1] = v
             end
         end
         out = kept
     end
     for _, v in ipairs(form.append or {}) do
-        local k = spec.inherit == "keep" and entry_key(spec, v)
+        local k = spec.inherit == "keep" and entry_key(v)
         local at
         if k then
             for i, x in ipairs(out) do
-                if entry_key(spec, x) == k then
+                if entry_key(x) == k then
                     at = i
                     break
                 end
@@ -279,6 +279,5 @@ function _M.over(parent, child, spec, parent_label)
     return merge(parent, child, spec, "", parent_label or "the parent policy")
 end
 
-_M.entry_key = entry_key
 
 return _M

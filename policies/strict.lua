@@ -1,9 +1,12 @@
 -- The strict llmbox policy: for code you trust least (untrusted prompts, public endpoints).
 --
 -- It starts from default.lua (`extends`) and changes only what is written here. Tables of
--- settings merge key by key; a list written here replaces the inherited list (write
--- `{ append = { ... } }` to add to it instead). Everything not mentioned — the read-only mounts,
--- the environment, loopback-only network, the refused ioctls, the code-check rules — is inherited.
+-- settings merge key by key. A list that grants things (syscalls.allow below, mounts, env.pass)
+-- written here is the whole list; a list of rules (syscalls.deny, deny_ioctls, code-check
+-- patterns and modules) may only add to the inherited one: write `{ append = { ... } }`, or
+-- `{ remove = { ... } }` / `{ replace = { ... } }` to drop rules on purpose. Everything not
+-- mentioned — the read-only mounts, the environment, loopback-only network, the refused ioctls,
+-- the code-check rules — is inherited.
 
 return {
     extends = "default",

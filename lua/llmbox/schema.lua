@@ -81,7 +81,7 @@ local DESCRIBE = {
 }
 
 -- ---------------------------------------------------------------------------------------------
--- formatting helpers (exported: policy.lua and checks.lua reuse them in their messages)
+-- formatting helpers (exported: llmbox.policy and llmbox.checks reuse them in their messages)
 
 local function quote(s)
     if #s > 60 then

@@ -220,7 +220,8 @@ describe("check with the default policy", function()
     end)
 
     it("catches `from os import system` and Unicode look-alike identifiers", function()
-        assert.same({ "os-import-exec@1" }, rules_of(check("from os import path, system\nsystem('ls')")))
+        assert.same({ "module:os.system@1" }, rules_of(check("from os import path, system\nsystem('ls')")))
+        assert.same({ "module:os.popen@1" }, rules_of(check("from os import (path,\n  popen as p)")))
         assert.same({ "module:subprocess@1" }, rules_of(check("import ｓｕｂｐｒｏｃｅｓｓ")))
         assert.same({ "os-system@1" }, rules_of(check("os.ｓｙｓｔｅｍ('ls')")))
     end)
@@ -367,5 +368,271 @@ describe("check with custom rules", function()
         assert.same({ "x@1" }, rules_of(checks.check("danger", "bash", p)))
         assert.same({ "x@1" }, rules_of(checks.check("danger", "sh", p)))
         assert.same({}, rules_of(checks.check("danger", "python", p)))
+    end)
+end)
+
+-- Every language gets checks for running programs, native code, evaluating strings, calling by
+-- computed names and networking. Each case: the rules it must report (rule@line), and whether
+-- the default policy refuses it; controls must stay safe.
+describe("checks for every language", function()
+    local default, strict
+
+    setup(function()
+        default = assert(policy.load("default")).checks
+        strict = assert(policy.load("strict")).checks
+    end)
+
+    local function expect(lang, cases)
+        for _, c in ipairs(cases) do
+            local code, want, blocked = c[1], c[2], c[3]
+            local r = checks.check(code, lang, default)
+            local got = rules_of(r)
+            for _, rule in ipairs(want) do
+                local found = false
+                for _, g in ipairs(got) do found = found or g == rule end
+                assert.is_true(found, lang .. ": expected " .. rule .. " for " .. code .. ", got "
+                    .. table.concat(got, " "))
+            end
+            if blocked ~= nil then
+                assert.equal(blocked, r.blocked, lang .. ": blocked for " .. code .. " (" .. table.concat(got, " ") .. ")")
+            end
+        end
+    end
+
+    local function safe(lang, codes)
+        for _, code in ipairs(codes) do
+            local r = checks.check(code, lang, strict)
+            assert.same({}, rules_of(r), lang .. ": " .. code)
+        end
+    end
+
+    it("python: star imports, getattr by name, aliases of os", function()
+        expect("python", {
+            { "from os import *\nsystem('ls')", { "os-star-import@1" }, true },
+            { "import os\ngetattr(os, 'system')('ls')", { "os-by-name@2", "os-reflection@2" }, true },
+            { "import os\ngetattr(os, 'sys' + 'tem')('ls')", { "os-reflection@2" }, false },
+            { "import os as o\no.system('ls')", { "os-reflection@1" }, false },
+            { "import os\nos.__dict__['system']('ls')", { "os-reflection@2" }, false },
+        })
+        safe("python", { "import os\nprint(os.path.join('a', 'b'))\nprint('from os import *')",
+            "import platform\nprint(platform.system())\nexec_time = 3" })
+    end)
+
+    it("ruby: system, backticks, %x, IO.popen, Open3, spawn, exec, send(:system), open('|')", function()
+        expect("ruby", {
+            { 'system("rm -rf /")', { "shell-out@1" }, true },
+            { "puts `ls`", { "shell-out@1" }, true },
+            { "x = %x(ls -l)", { "shell-out@1" }, true },
+            { 'IO.popen("ls")', { "shell-out@1" }, true },
+            { 'require "open3"\nout, st = Open3.capture2("ls")', { "module:open3@1", "shell-out@2" }, true },
+            { 'Kernel.spawn("ls")\nProcess.spawn("ls")', { "shell-out@1", "shell-out@2" }, true },
+            { 'exec "ls"', { "shell-out@1" }, true },
+            { 'Kernel.send(:system, "ls")', { "shell-out@1", "shell-out-by-name@1" }, true },
+            { 'Kernel.public_send("system", "ls")', { "shell-out-by-name@1", "call-by-name@1" }, true },
+            { 'Kernel.send("sys" + "tem", "ls")', { "computed-call@1" }, true },
+            { 'Kernel.send("#{a}tem", "ls")', { "computed-call@1" }, true },
+            { 'open("|ls")', { "shell-out-by-name@1" }, true },
+            { 'require "fiddle"\nrequire "socket"', { "module:fiddle@1", "module:socket@2" }, true },
+            { 'eval("1 + 1")', { "eval@1" }, false },
+            { 'require "fid" + "dle"', { "dynamic-require@1" }, false },
+            { 'pid = fork { puts 1 }', { "fork@1" }, false },
+        })
+        safe("ruby", { 'puts "system is up" # system("x")', "exec_time = 3\nh = { system: 1 }\nputs h[:name]",
+            "s = 'run `ls` yourself'", 'require "json"\nputs JSON.generate({ a: 1 })', "def evaluate(x) x end" })
+    end)
+
+    it("java: Runtime.exec, ProcessBuilder, reflection, JNI, script engines, sockets", function()
+        expect("java", {
+            { 'Runtime.getRuntime().exec("ls");', { "process@1" }, true },
+            { 'Runtime rt = Runtime.getRuntime();\nrt.exec(new String[]{"sh", "-c", "ls"});', { "process@2" }, true },
+            { 'new java.lang.ProcessBuilder("ls").start();', { "process@1" }, true },
+            { 'Class.forName("java.lang.Runtime").getMethod("exec", String.class);', { "process-by-name@1" }, true },
+            { 'Class<?> c = Class.forName("java.lang." + "Runtime");', { "reflection@1" }, false },
+            { 'm.setAccessible(true); m.invoke(o);', { "reflection@1" }, false },
+            { 'System.loadLibrary("evil");', { "native-code@1" }, true },
+            { 'System.load("/tmp/x.so");', { "native-code@1" }, true },
+            { "private static native int f();", { "native-code@1" }, true },
+            { "import sun.misc.Unsafe;", { "module:sun.misc@1", "native-code@1" }, true },
+            { 'new ScriptEngineManager().getEngineByName("js").eval("1");', { "script-engine@1" }, false },
+            { 'import java.net.Socket;\nimport java.lang.reflect.*;\nnew Socket("h", 80);',
+                { "module:java.net@1", "module:java.lang.reflect@2", "network@3" }, false },
+            { "import static java.lang.reflect.Array.newInstance;", { "module:java.lang.reflect@1" }, false },
+        })
+        safe("java", { 'String s = "Runtime.exec is bad"; // ProcessBuilder\n'
+            .. "long exec_time = System.nanoTime();\nSystem.out.println(Runtime.getRuntime().totalMemory());",
+            "import java.util.List;\nimport java.util.concurrent.Executors;\nExecutors.newFixedThreadPool(2).execute(r);" })
+    end)
+
+    it("go: os/exec (with an alias), syscall, unsafe, cgo, plugin, net, os.StartProcess", function()
+        expect("go", {
+            { 'import "os/exec"\nfunc main() { exec.Command("ls").Run() }', { "module:os/exec@1" }, true },
+            { 'import (\n\t"fmt"\n\tx "os/exec"\n\t"syscall"\n\t_ "unsafe"\n)',
+                { "module:os/exec@3", "module:syscall@4", "module:unsafe@5" }, true },
+            { 'import "C"', { "module:C@1" }, true },
+            { "import `plugin`", { "module:plugin@1" }, true },
+            { 'import . "os"\nStartProcess("/bin/ls", nil, nil)', { "start-process@2" }, true },
+            { 'import "golang.org/x/sys/unix"', { "module:golang.org/x/sys/unix@1" }, true },
+            { 'import "net/http"\nimport "net"', { "module:net@1", "module:net@2" }, false },
+        })
+        safe("go", { 'package main\nimport (\n\t"fmt"\n\t"strings"\n)\nfunc main() { fmt.Println("os/exec") }'
+            .. ' // import "os/exec"\nvar execTime = 3', 's := `import "os/exec"`' })
+    end)
+
+    it("c and c++: system, popen, exec*, fork, dlopen, asm, syscall, sockets", function()
+        expect("cpp", {
+            { '#include <cstdlib>\nint main() { std::system("ls"); }', { "process@2" }, true },
+            { 'auto run = &system; run("ls");', { "process@1" }, true },
+            { 'FILE *f = popen("ls", "r");', { "process@1" }, true },
+            { 'execvp("ls", argv); execl("/bin/sh", "sh", NULL);', { "process@1" }, true },
+            { 'posix_spawn(&pid, "/bin/ls", NULL, NULL, argv, env);', { "process@1" }, true },
+            { 'void *h = dlopen("x.so", RTLD_NOW);', { "native-code@1" }, true },
+            { 'asm("nop"); __asm__ volatile("syscall");', { "native-code@1" }, true },
+            { "syscall(SYS_getpid);", { "native-code@1" }, true },
+            { "#include <dlfcn.h>\n#include <sys/socket.h>", { "module:dlfcn.h@1", "module:sys/socket.h@2" }, true },
+            { "pid_t p = fork();", { "fork@1" }, false },
+            { "int s = socket(AF_INET, SOCK_STREAM, 0);", { "network@1" }, false },
+        })
+        expect("c", { { 'int main(void) { return system("ls"); }', { "process@1" }, true } })
+        safe("cpp", { 'printf("system(\\"ls\\")\\n"); // system("x")\nint exec_time = 0; int execute = 1;',
+            '#include <vector>\n#include <string>\nstd::string s = R"(popen("x"))";', "int my_system(void);" })
+    end)
+
+    it("r: system, system2, shell, pipe, do.call by name, .Call, dyn.load, eval(parse()), url, sockets", function()
+        expect("r", {
+            { 'system("ls")', { "shell-out@1" }, true },
+            { 'base::system2("ls", "-l")', { "shell-out@1" }, true },
+            { 'x <- readLines(pipe("ls"))', { "shell-out@1" }, true },
+            { 'shell("dir")', { "shell-out@1" }, true },
+            { 'do.call("system", list("ls"))', { "shell-out-by-name@1" }, true },
+            { 'f <- match.fun("system"); f("ls")', { "shell-out-by-name@1" }, true },
+            { 'dyn.load("x.so")\n.Call("f", 1)', { "native-code@1", "native-code@2" }, true },
+            { "library(processx)\nsys::exec_wait('ls')", { "module:processx@1", "module:sys@2" }, true },
+            { "Rcpp::cppFunction('int f() { return 1; }')", { "module:Rcpp@1" }, true },
+            { 'eval(parse(text = "1 + 1"))', { "eval@1" }, false },
+            { 'do.call(paste0("sys", "tem"), list("ls"))', {}, nil },
+            { 'con <- url("http://x")\nsocketConnection("h", 80)', { "network@1", "network@2" }, false },
+        })
+        safe("r", { 'print("system(ls)") # system("x")\nexec_time <- system.time(f())\nSys.time()',
+            "library(ggplot2)\nx <- data.frame(a = 1:3)\nprint(summary(x))" })
+    end)
+
+    it("javascript: computed requires, eval, computed members, native addons", function()
+        expect("javascript", {
+            { "require('child_' + 'process')", { "computed-require@1" }, true },
+            { "const m = 'child_process'; require(m)", { "dynamic-require@1" }, false },
+            { "process.dlopen(module, 'x.node')", { "native-addon@1" }, true },
+            { "require('./build/addon.node')", { "native-addon@1" }, true },
+            { 'eval("1+1"); new Function("return 1")', { "eval@1" }, false },
+            { 'process["bin" + "ding"]("fs")', { "computed-member@1" }, false },
+            { "import('vm').then(vm => vm.runInThisContext('1'))", { "module:vm@1" }, false },
+        })
+        safe("javascript", { 'console.log("require(child_process) eval(x)"); let exec_time = 1;',
+            "const fs = require('fs'); const path = require('path'); model.evaluate();" })
+    end)
+
+    it("shell: eval, netcat, LD_PRELOAD", function()
+        expect("shell", {
+            { 'eval "$cmd"', { "eval@1" }, false },
+            { "nc -l 8080", { "netcat@1" }, false },
+            { "LD_PRELOAD=/tmp/x.so ls", { "preload@1" }, false },
+        })
+        safe("shell", { 'echo "eval is evil"; ls -l | wc -l # nc -l 80', "sync; func_nc=1" })
+    end)
+
+    it("strict refuses the medium findings that default reports", function()
+        for _, c in ipairs({ { "ruby", 'eval("1")' }, { "java", 'Class.forName("x" + "y");' },
+            { "r", 'eval(parse(text = "1"))' }, { "go", 'import "net"' }, { "cpp", "fork();" } }) do
+            assert.is_false(checks.check(c[2], c[1], default).blocked, c[1])
+            assert.is_true(checks.check(c[2], c[1], strict).blocked, c[1])
+        end
+    end)
+end)
+
+-- Checking is linear in the code's length. Each input is checked at two sizes, N and 4N, and the
+-- CPU time compared (the least of three tries, so a busy machine cannot fake a slope): linear
+-- work grows about 4 times, quadratic work 16 times; the factor allowed is 10.
+describe("checking time is linear in the code's length", function()
+    local default
+
+    setup(function()
+        default = assert(policy.load("default")).checks
+    end)
+
+    local INPUTS = {
+        comments = { "# c\n", "// c\n" },
+        huge_line = { "x = a + b * (c - d) / e; " },
+        strings = { '"abc" + \'de\' + ' },
+        imports = { "import mod\n", "import import ", "from os import " },
+        backslashes = { "\\" },
+        quotes = { '"', "'", "`" },
+        regex = { "(/[", "= /" },
+        heredocs = { "cat <<EOF\n" },
+        fields = { 'f"{', "`${", '"#{' },
+        words = { "curl ", "rm -r ", "send(", "R\"R", "require('", "__import__('", "| sudo -E ", "os.system " },
+        spaces = { " ", "\t" },
+        blocks = { "/*", "=begin\n" },
+    }
+
+    local function cpu(code, lang)
+        local best = math.huge
+        for _ = 1, 3 do
+            collectgarbage() -- a collection that falls in one run and not the other is noise
+            local t = os.clock()
+            checks.check(code, lang, default)
+            best = math.min(best, os.clock() - t)
+        end
+        return best
+    end
+
+    for kind, units in pairs(INPUTS) do
+        it(kind, function()
+            for _, unit in ipairs(units) do
+                local small = string.rep(unit, math.ceil(16 * 1024 / #unit))
+                local large = string.rep(unit, 4 * math.ceil(16 * 1024 / #unit))
+                for _, lang in ipairs({ "python", "shell", "javascript", "java", "cpp", "go", "ruby", "r" }) do
+                    local t1, t4 = cpu(small, lang), cpu(large, lang)
+                    -- below a few milliseconds the clock says little: call that linear
+                    assert.is_true(t4 < 0.005 or t4 < 10 * t1, string.format("%s %q x%d: %.4fs for 16K, %.4fs for 64K",
+                        lang, unit, #large / #unit, t1, t4))
+                end
+            end
+        end)
+    end
+end)
+
+describe("the size bound", function()
+    local function with(t)
+        return assert(policy.from_table({ extends = "default", checks = t }, "sized")).checks
+    end
+
+    it("is 4M by default and a policy key", function()
+        assert.equal(4 * 1024 * 1024, assert(policy.load("default")).checks.max_code_size)
+        assert.equal(4 * 1024 * 1024, checks.max_code_size)
+        assert.equal(1024, with({ max_code_size = "1K" }).max_code_size)
+    end)
+
+    it("enforce: longer code is refused, saying the size, the limit and the key", function()
+        local r = checks.check(string.rep("x = 1\n", 200), "python", with({ max_code_size = "1K" }))
+        assert.is_true(r.blocked)
+        assert.is_false(r.safe)
+        assert.same({ { rule = "code-size", severity = "critical", line = 1,
+            message = "the code is 0.0 MiB (1200 bytes), more than the 0.0 MiB (1024 bytes) that "
+                .. "checks.max_code_size allows, so it was not checked; send less code or raise "
+                .. "checks.max_code_size in the policy" } }, r.violations)
+        assert.is_true(checks.check(string.rep("x = 1\n", 170), "python", with({ max_code_size = "1K" })).safe)
+    end)
+
+    it("warn: longer code runs, with the finding as a warning; off checks nothing", function()
+        local r = checks.check(string.rep("x", 2048), "python", with({ max_code_size = "1K", mode = "warn" }))
+        assert.is_false(r.blocked)
+        assert.same({ "code-size@1" }, rules_of(r))
+        r = checks.check(string.rep("x", 2048), "python", with({ max_code_size = "1K", mode = "off" }))
+        assert.is_true(r.safe)
+    end)
+
+    it("a checks table without the key gets the default", function()
+        local r = checks.check(string.rep("x", 4 * 1024 * 1024 + 1), "python", { mode = "enforce", rules = {} })
+        assert.is_true(r.blocked)
+        assert.matches("(4194305 bytes), more than the 4.0 MiB (4194304 bytes)", r.violations[1].message, 1, true)
     end)
 end)

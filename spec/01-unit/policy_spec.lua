@@ -383,6 +383,22 @@ describe("broken policy files", function()
         assert.matches('checks.rules.python.patterns[1]: needs exactly one of "pattern"', err, 1, true)
     end)
 
+    it("a pattern that could make checking quadratic is refused at load time", function()
+        local err, prefix = load_text("slow", [[return { checks = { rules = { python = {
+            patterns = { { id = "x", pattern = "x[%w%s]*y" } } } } } }]])
+        assert.equal(prefix .. 'checks.rules.python.patterns[1].pattern: pattern "x[%w%s]*y" could take time '
+            .. "quadratic in the code's length: \"[%w%s]*\" can also match \"x\", which starts the pattern, so "
+            .. "a long run of it is read again from every start; narrow the class, start the pattern with a "
+            .. "frontier such as %f[%w_] that the class stays inside, or bridge the parts with [^...]* (searched "
+            .. "part by part)", err)
+        err = load_text("slow2", [[return { checks = { rules = { shell = {
+            patterns = { { id = "y", patterns = { "ok", "a%s*%s*b" } } } } } } }]])
+        assert.matches('"%s*" is followed by "%s*", and both can match \\t', err, 1, true)
+        -- the same idea written so that it stays linear loads fine
+        assert(policy.load(write(dir, "fast.lua", [[return { checks = { rules = { python = {
+            patterns = { { id = "x", patterns = { "%f[%w_]x[%w_]*y", "x[^\n]*y", "AKIA%u+" } } } } } } }]])))
+    end)
+
     it("a syntax error names the file and the line", function()
         local err, prefix = load_text("syntax", "return {\n  limits = { memory = '1G' \n  oops\n}")
         assert.equal(1, select(2, err:gsub(prefix:gsub("%p", "%%%0"), "")))
@@ -460,7 +476,7 @@ describe("extends", function()
             description = "base",
             limits = { memory = "1G", timeout = 60 },
             env = { set = { A = "1", B = "2" }, pass = { "TZ", "LANG" } },
-            syscalls = { deny = { "mount", "ptrace" } },
+            syscalls = { deny = { replace = { "mount", "ptrace" } } },
         }]])
         local path = write(dir, "child.lua", [[return {
             extends = "./base.lua",
@@ -474,7 +490,9 @@ describe("extends", function()
         assert.equal("", p.description) -- never inherited
         assert.equal(1024 * M, p.limits.memory)
         assert.equal(5, p.limits.timeout)
-        assert.same({ A = "1", B = "two", C = "3" }, p.env.set)
+        -- base.lua has no `extends`: it starts from the built-in defaults, whose map it extends
+        assert.same({ A = "1", B = "two", C = "3", PATH = "/usr/local/bin:/usr/bin:/bin", HOME = "/sandbox",
+            LANG = "C.UTF-8" }, p.env.set)
         assert.same({ "HOME" }, p.env.pass)
         assert.same({ "mount", "ptrace", "bpf" }, p.syscalls.deny)
         local ro = p.filesystem.ro
@@ -581,5 +599,202 @@ describe("loaded policies are reused while their files stay the same", function(
         assert.is_nil(bad)
         assert.matches("timeout", err)
         rmrf(dir)
+    end)
+end)
+
+describe("inheriting never loosens by accident", function()
+    local dir
+    local checks = require "llmbox.checks"
+
+    before_each(function() dir = mktemp_dir() end)
+    after_each(function() rmrf(dir) end)
+
+    local function load(name, text)
+        local path = write(dir, name .. ".lua", text)
+        local p, err = policy.load(path)
+        return p, err, 'policy "' .. name .. '" (' .. path .. "): "
+    end
+
+    local function ids(list)
+        local out = {}
+        for _, r in ipairs(list) do out[r.id or r.name or r] = r.severity or true end
+        return out
+    end
+
+    it("a plain restricted_modules list may not drop the parent's modules", function()
+        local p, err, prefix = load("mods", [[return { extends = "default",
+            checks = { rules = { python = { restricted_modules = { "numpy" } } } } }]])
+        assert.is_nil(p)
+        assert.equal(prefix .. 'checks.rules.python.restricted_modules: this list leaves out "subprocess", '
+            .. '"pty", "ctypes", "cffi", "socket" and 28 more, inherited from policy "default", and a plain '
+            .. "list may not drop inherited rules; to add to them write restricted_modules = { append = "
+            .. '{ "numpy" } }; to drop some on purpose write restricted_modules = { remove = { "subprocess" } }; '
+            .. "to state the whole list write restricted_modules = { replace = { ... } }", err)
+    end)
+
+    it("a plain patterns list may not drop the parent's rules", function()
+        local p, err, prefix = load("pats", [[return { extends = "strict",
+            checks = { rules = { python = { patterns = { { id = "mine", pattern = "xyz" } } } } } }]])
+        assert.is_nil(p)
+        assert.matches(prefix .. 'checks.rules.python.patterns: this list leaves out "os-system", "os-popen"',
+            err, 1, true)
+        assert.matches('inherited from policy "strict"', err, 1, true)
+        assert.matches("patterns = { append = { ... } }", err, 1, true)
+    end)
+
+    it("a plain syscall deny list may not drop the parent's, nor the built-in defaults'", function()
+        local p, err, prefix = load("sys", 'return { extends = "default", syscalls = { deny = { "bpf" } } }')
+        assert.is_nil(p)
+        assert.matches(prefix .. 'syscalls.deny: this list leaves out "mount", "umount2"', err, 1, true)
+        assert.matches('deny = { append = { "bpf" } }', err, 1, true)
+        -- a file without `extends` starts from the built-in defaults
+        p, err, prefix = load("alone", 'return { syscalls = { deny = { "bpf" } } }')
+        assert.is_nil(p)
+        assert.matches(prefix .. 'syscalls.deny: this list leaves out "mount"', err, 1, true)
+        assert.matches("inherited from the built-in defaults", err, 1, true)
+        p, err = load("ioctl", 'return { syscalls = { deny_ioctls = { "TIOCSTI" } } }')
+        assert.is_nil(p)
+        assert.matches('syscalls.deny_ioctls: this list leaves out "TIOCLINUX"', err, 1, true)
+    end)
+
+    it("append keeps every inherited rule: `import subprocess` stays refused", function()
+        local p = assert(load("app", [[return { extends = "default",
+            checks = { rules = { python = { restricted_modules = { append = { "numpy" } } } } },
+            syscalls = { deny = { append = { "chown" } } } }]]))
+        local mods = ids(p.checks.rules.python.restricted_modules)
+        assert.equal("high", mods.subprocess)
+        assert.equal("high", mods.numpy)
+        assert.is_true(checks.check("import subprocess", "python", p.checks).blocked)
+        assert.is_true(checks.check("import numpy", "python", p.checks).blocked)
+        local deny = p.syscalls.deny
+        assert.equal("chown", deny[#deny])
+        assert.equal("mount", deny[1])
+    end)
+
+    it("a plain list that keeps every inherited entry may add to it", function()
+        local default = assert(policy.load("default"))
+        local names = {}
+        for _, n in ipairs(default.syscalls.deny) do names[#names + 1] = string.format("%q", n) end
+        local p = assert(load("all", 'return { extends = "default", syscalls = { deny = { '
+            .. table.concat(names, ", ") .. ', "chown" } } }'))
+        assert.equal(#default.syscalls.deny + 1, #p.syscalls.deny)
+    end)
+
+    it("remove drops named rules on purpose, and a misspelt name is an error", function()
+        local p = assert(load("rm", [[return { extends = "default", checks = { rules = { python = {
+            restricted_modules = { remove = { "socket", "requests" } },
+            patterns = { remove = { "eval" } } } } } }]]))
+        local mods = ids(p.checks.rules.python.restricted_modules)
+        assert.is_nil(mods.socket)
+        assert.is_nil(mods.requests)
+        assert.equal("high", mods.subprocess)
+        assert.is_nil(ids(p.checks.rules.python.patterns).eval)
+        assert.equal("medium", ids(p.checks.rules.python.patterns).exec)
+        local _, err, prefix = load("typo", [[return { extends = "default", checks = { rules = { python = {
+            restricted_modules = { remove = { "sockte" } } } } } }]])
+        assert.equal(prefix .. 'checks.rules.python.restricted_modules.remove[1]: "sockte" is not in the list '
+            .. 'inherited from policy "default" (did you mean "socket"?)', err)
+    end)
+
+    it("replace states the whole list; remove + append restates a rule", function()
+        local p = assert(load("rep", [[return { extends = "default", checks = { rules = {
+            shell = { patterns = { replace = { { id = "only", pattern = "danger" } } } },
+            python = { patterns = { remove = { "eval" }, append = {
+                { id = "eval", pattern = "%f[%w_.]eval%s*%(", severity = "low" } } } } } } }]]))
+        assert.same({ only = "high" }, ids(p.checks.rules.shell.patterns))
+        assert.equal("low", ids(p.checks.rules.python.patterns).eval)
+        local _, err = load("both", [[return { extends = "default",
+            syscalls = { deny = { replace = { "mount" }, append = { "bpf" } } } }]])
+        assert.matches("syscalls.deny: replace states the whole list, so it cannot be combined", err, 1, true)
+        _, err = load("form", 'return { extends = "default", syscalls = { deny = { apend = { "bpf" } } } }')
+        assert.matches('syscalls.deny.apend: unknown key (did you mean "append"?)', err, 1, true)
+    end)
+
+    it("a rule restated weaker, in a plain list or by append, is refused", function()
+        local _, err, prefix = load("weak", [[return { extends = "default", checks = { rules = { python = {
+            restricted_modules = { append = { { name = "subprocess", severity = "low" } } } } } } }]])
+        assert.equal(prefix .. 'checks.rules.python.restricted_modules.append: "subprocess" is restated with '
+            .. 'severity "low", lower than in policy "default"; to weaken it on purpose remove it first: '
+            .. 'restricted_modules = { remove = { "subprocess" }, append = { ... } }', err)
+        _, err = load("weak2", [[return { extends = "default", checks = { rules = { python = {
+            patterns = { append = { { id = "os-system", pattern = "never matches" } } } } } } }]])
+        assert.matches('"os-system" is restated without its pattern "os%.system%s*%(", so it matches less',
+            err, 1, true)
+        -- the same entry restated stricter is fine
+        local p = assert(load("strong", [[return { extends = "default", checks = { rules = { python = {
+            restricted_modules = { append = { { name = "socket", severity = "high" } } } } } } }]]))
+        assert.equal("high", ids(p.checks.rules.python.restricted_modules).socket)
+    end)
+
+    it("lists that grant things may be replaced by a plain list: leaving entries out only tightens", function()
+        local p = assert(load("grants", [[return { extends = "default", env = { pass = {} },
+            filesystem = { ro = { "/usr" } } }]]))
+        assert.same({}, p.env.pass)
+        assert.same({ { src = "/usr", dst = "/usr", optional = false } }, p.filesystem.ro)
+        p = assert(load("grants2", 'return { extends = "default", filesystem = { ro = { remove = { "/etc/ssl/certs" } } } }'))
+        for _, m in ipairs(p.filesystem.ro) do assert.not_equal("/etc/ssl/certs", m.src) end
+    end)
+
+    it("entries are checked where the child wrote them", function()
+        local _, err, prefix = load("where", 'return { extends = "default", syscalls = { deny = { append = { "bpf", "Bad!" } } } }')
+        assert.equal(prefix .. 'syscalls.deny.append[2]: expected a syscall name such as "mount" (lower-case '
+            .. 'letters, digits and _), got string "Bad!"', err)
+    end)
+
+    it("every shipped and example policy still loads", function()
+        for _, name in ipairs({ "default", "strict", "permissive", "examples/policies/classroom.lua",
+            "spec/fixtures/policies/default-nochecks.lua", "spec/fixtures/policies/strict-nochecks.lua" }) do
+            assert(policy.load(name))
+        end
+    end)
+end)
+
+describe("policy files in YAML or JSON", function()
+    local dir
+
+    before_each(function() dir = mktemp_dir() end)
+    after_each(function() rmrf(dir) end)
+
+    it("by the file's name: says policies are Lua and shows the same policy in Lua", function()
+        local path = write(dir, "mine.yaml", "# team policy\nextends: default\nlimits:\n  memory: 512M\n"
+            .. "  timeout: 30\nenv:\n  pass:\n    - TZ\n    - LANG\n")
+        local p, err = policy.load(path)
+        assert.is_nil(p)
+        assert.equal('policy "mine.yaml" (' .. path .. "): policies are Lua files, not YAML, so this file "
+            .. "cannot be read. The same policy "
+            .. 'in Lua (save it as a .lua file): return { env = { pass = { "TZ", "LANG" } }, extends = "default", '
+            .. 'limits = { memory = "512M", timeout = 30 } }', err)
+        path = write(dir, "mine.json", '{"extends": "strict", "checks": {"mode": "warn"}}')
+        p, err = policy.load(path)
+        assert.is_nil(p)
+        assert.equal('policy "mine.json" (' .. path .. "): policies are Lua files, not JSON, so this file "
+            .. "cannot be read. The same policy "
+            .. 'in Lua (save it as a .lua file): return { checks = { mode = "warn" }, extends = "strict" }', err)
+    end)
+
+    it("by the text, when a .lua file holds YAML or JSON", function()
+        local path = write(dir, "y.lua", "---\nlimits:\n  memory: 1G\n")
+        local _, err = policy.load(path)
+        assert.matches('not YAML, .*return { limits = { memory = "1G" } }$', err)
+        path = write(dir, "j.lua", '{\n  "limits": { "memory": "1G" }\n}\n')
+        _, err = policy.load(path)
+        assert.matches('not JSON, .*return { limits = { memory = "1G" } }$', err)
+        -- YAML beyond what the example understands still gets the message, with a generic example
+        path = write(dir, "z.lua", "limits: {memory: 1G}\n")
+        _, err = policy.load(path)
+        assert.matches('not YAML, .*return { extends = "default", limits = {', err)
+        -- a plain Lua syntax error stays one
+        path = write(dir, "lua.lua", "return { limits = { memory = '1G' }")
+        _, err = policy.load(path)
+        assert.matches("syntax error: ", err, 1, true)
+    end)
+
+    it("a .yaml name given as a name, not a path, is read as a file too", function()
+        local cwd = io.popen("pwd"):read("*l")
+        local path = write(cwd, "llmbox-spec-tmp.yml", "checks:\n  mode: off\n")
+        finally(function() os.remove(path) end)
+        local _, err = policy.load("llmbox-spec-tmp.yml")
+        assert.matches('^policy "llmbox%-spec%-tmp%.yml" %(.*%): policies are Lua files, not YAML, .*'
+            .. 'return { checks = { mode = "off" } }$', err)
     end)
 end)

@@ -5,6 +5,7 @@
 # from an HTML comment on the line before the fence, invisible to readers:
 #   <!-- readme-test: fresh -->       sh: run only inside a fresh root (it installs system-wide)
 #   <!-- readme-test: file PATH -->   the block is a copy of PATH, which must say the same
+#   <!-- readme-test: policy -->      lua: a policy file, which must load
 # and is "run" otherwise. A marker's argument goes to DIR/NN.arg. Blocks without a language tag
 # (command synopses, diagrams) are not written. Plain awk: a fresh Debian root has mawk only.
 BEGIN { n = 0; inblock = 0; kind = ""; arg = "" }

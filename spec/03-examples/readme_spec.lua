@@ -77,6 +77,13 @@ describe("README", function()
                 local decoded, jerr = pcall(require("cjson").decode, text)
                 assert.is_true(decoded, tostring(jerr))
             end)
+        elseif b.kind == "policy" and b.lang == "lua" then
+            it(title .. " is a policy that loads", function()
+                local path = dir .. "/policy-" .. b.n .. ".lua"
+                helpers.write(path, text)
+                local p, perr = require("llmbox.policy").load(path)
+                assert.is_truthy(p, perr)
+            end)
         elseif b.kind == "file" then
             it(title .. " is " .. b.arg, function()
                 local file = helpers.read(root .. "/" .. b.arg)

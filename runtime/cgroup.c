@@ -390,10 +390,21 @@ void lb_cgroup_read(const lb_cgroup *cg, lb_cgroup_usage *u)
 	}
 }
 
+/* v2 keeps every controller in one directory. */
+static const char *controller_dir(const lb_cgroup *cg, enum lb_cg_controller c)
+{
+	return cg->version == 2 ? cg->dir[LB_CG_MEMORY] : cg->dir[c];
+}
+
+bool lb_cgroup_enforces(const lb_cgroup *cg, enum lb_cg_controller c)
+{
+	return cg->version && controller_dir(cg, c)[0];
+}
+
 bool lb_cgroup_pids_refused(const lb_cgroup *cg)
 {
-	const char *dir = cg->version == 2 ? cg->dir[LB_CG_MEMORY] : cg->dir[LB_CG_PIDS];
-	return cg->version && dir[0] && key_or_zero(dir, "pids.events", "max") > 0;
+	return lb_cgroup_enforces(cg, LB_CG_PIDS) &&
+	       key_or_zero(controller_dir(cg, LB_CG_PIDS), "pids.events", "max") > 0;
 }
 
 void lb_cgroup_destroy(lb_cgroup *cg)

@@ -85,7 +85,7 @@ struct child_fds {
 
 /* C3: becomes the program. Never returns. */
 static void exec_program(const lb_run_spec *spec, const lb_filter *filter, struct child_fds *fds,
-			 bool memory_in_cgroup)
+			 const lb_cgroup *cg)
 {
 	lb_error e;
 	/* Out of the way of fds 0 to 3, which the dup2 calls below overwrite. */
@@ -104,7 +104,7 @@ static void exec_program(const lb_run_spec *spec, const lb_filter *filter, struc
 	if (chdir(cwd) < 0)
 		lb_child_fail(rep, errno, "working directory %s", cwd);
 	umask(022);
-	if (lb_apply_rlimits(&spec->limits, memory_in_cgroup, &e) < 0)
+	if (lb_apply_rlimits(&spec->limits, cg, &e) < 0)
 		lb_child_relay(rep, &e);
 	char buf[4096];
 	const char *prog = resolve_command(spec->argv[0], spec->envp, buf, sizeof buf);
@@ -183,7 +183,7 @@ static void scrub_identity(int rep)
 
 /* C2: pid 1 of the run's pid namespace. Never returns. */
 static void run_init(const lb_run_spec *spec, const lb_filter *filter, struct child_fds *fds,
-		     bool memory_in_cgroup)
+		     const lb_cgroup *cg)
 {
 	int rep = fds->report_w;
 	lb_error e;
@@ -215,7 +215,7 @@ static void run_init(const lb_run_spec *spec, const lb_filter *filter, struct ch
 	if (prog < 0)
 		lb_child_fail(rep, errno, "fork of the program");
 	if (prog == 0)
-		exec_program(spec, filter, fds, memory_in_cgroup);
+		exec_program(spec, filter, fds, cg);
 	close(fds->out_w);
 	close(fds->err_w);
 	if (fds->in_r >= 0)
@@ -293,7 +293,7 @@ static void enter_and_fork(lb_jail *j, const lb_run_spec *spec, const lb_filter 
 		lb_child_fail(rep, errno, "fork into the run's pid namespace");
 	if (init == 0) {
 		close(lifeline[1]);
-		run_init(spec, filter, fds, cg->dir[LB_CG_MEMORY][0] != '\0');
+		run_init(spec, filter, fds, cg);
 	}
 	int keep[] = {fds->stop_r, lifeline[1]};
 	lb_close_fds_except(keep, 2);

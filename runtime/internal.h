@@ -138,6 +138,8 @@ void lb_cgroup_detect(lb_cgroup_support *s);
 int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err);
 /* In the run's first child: moves the calling process into the run's cgroups. */
 int lb_cgroup_join(const lb_cgroup *cg, lb_error *err);
+/* Whether the run's cgroups enforce the memory (LB_CG_MEMORY) or processes (LB_CG_PIDS) limit. */
+bool lb_cgroup_enforces(const lb_cgroup *cg, enum lb_cg_controller c);
 /* Cheap enough to poll: has the pids limit refused a fork yet? */
 bool lb_cgroup_pids_refused(const lb_cgroup *cg);
 void lb_cgroup_read(const lb_cgroup *cg, lb_cgroup_usage *u);
@@ -145,8 +147,8 @@ void lb_cgroup_destroy(lb_cgroup *cg);
 
 /* ---- rlimits (limits.c) ---- */
 /* Sets rlimits for the program; the memory limit goes to RLIMIT_DATA (plus a loose RLIMIT_AS)
- * when no cgroup enforces it. */
-int lb_apply_rlimits(const lb_limits *lim, bool memory_in_cgroup, lb_error *err);
+ * when the run's cgroups do not enforce it. */
+int lb_apply_rlimits(const lb_limits *lim, const lb_cgroup *cg, lb_error *err);
 
 /* seccomp.c */
 int lb_filter_load(const lb_filter *f, lb_error *err);

@@ -6,8 +6,15 @@
 
 #include <sys/resource.h>
 
-int lb_apply_rlimits(const lb_limits *lim, bool memory_in_cgroup, lb_error *err)
+int lb_apply_rlimits(const lb_limits *lim, const lb_cgroup *cg, lb_error *err)
 {
+	bool memory_in_cgroup = lb_cgroup_enforces(cg, LB_CG_MEMORY);
+	/* RLIMIT_NPROC counts the sandbox user's processes in the jail's user namespace, so it
+	 * would refuse a fork at the same count as a pids cgroup (which also counts the run's
+	 * first child, outside the jail) or before it, and a refused fork that the cgroup did not
+	 * see is not reported as the processes limit. Where the cgroup enforces the limit,
+	 * RLIMIT_NPROC stays one above it, a backstop that never fires first. */
+	rlim_t nproc = lim->processes + (lb_cgroup_enforces(cg, LB_CG_PIDS) ? 1 : 0);
 	rlim_t backstop = lim->memory * 4 > lim->memory + (2ULL << 30) ? lim->memory * 4
 								       : lim->memory + (2ULL << 30);
 	struct {
@@ -24,7 +31,7 @@ int lb_apply_rlimits(const lb_limits *lim, bool memory_in_cgroup, lb_error *err)
 		 * backstops shared mappings, which RLIMIT_DATA does not count. */
 		{RLIMIT_DATA, lim->memory, lim->memory, "memory", lim->memory && !memory_in_cgroup},
 		{RLIMIT_AS, backstop, backstop, "address space", lim->memory && !memory_in_cgroup},
-		{RLIMIT_NPROC, lim->processes, lim->processes, "processes", lim->processes > 0},
+		{RLIMIT_NPROC, nproc, nproc, "processes", lim->processes > 0},
 		{RLIMIT_NOFILE, lim->open_files, lim->open_files, "open_files",
 		 lim->open_files > 0},
 		{RLIMIT_FSIZE, lim->file_size, lim->file_size, "file_size", lim->file_size > 0},

@@ -18,7 +18,7 @@
 #define V1_ROOT "/sys/fs/cgroup"
 #define V2_ROOT "/sys/fs/cgroup"
 
-/* A quota is so many microseconds of CPU per period; the kernel's minimum quota is 1 ms. */
+/* A quota is so many microseconds of CPU per period. */
 #define CPU_PERIOD_US 100000
 
 static const char *const v1_controllers[LB_CG_N] = {"memory", "pids", "cpuacct", "cpu"};
@@ -217,8 +217,7 @@ static int set_limit(const char *dir, const char *file, const char *value, lb_er
 
 static unsigned long long cpu_quota_us(double cpus)
 {
-	unsigned long long q = (unsigned long long)(cpus * CPU_PERIOD_US + 0.5);
-	return q < 1000 ? 1000 : q;
+	return (unsigned long long)(cpus * CPU_PERIOD_US + 0.5);
 }
 
 static int create_v2(lb_cgroup *cg, const lb_limits *lim, lb_error *err)
@@ -336,6 +335,12 @@ int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err)
 			"directory with the cpu controller and set LLMBOX_CGROUP, or drop the "
 			"cpus limit (see `llmbox doctor`)",
 			lim->cpus, s.note);
+	/* The kernel's smallest quota is 1 ms per period: a smaller one cannot be honoured. */
+	if (lim->cpus > 0 && cpu_quota_us(lim->cpus) < 1000)
+		return lb_fail(
+			err, EINVAL,
+			"cpus = %g is below the smallest CPU quota the kernel enforces (0.01)",
+			lim->cpus);
 	if (s.version == 2)
 		return create_v2(cg, lim, err);
 	if (s.version == 1)

@@ -98,9 +98,9 @@ int lb_mkdirs_beneath(int dirfd, const char *path, unsigned mode);
  * request (chain.c: stdout, stderr, status, report, stdin, control, stop). */
 #define LB_FDS_SESSION 5
 #define LB_FDS_PENDING 7
-/* Kept free for runs: what one run takes at its peak (its pipes at fork time, both ends, and
- * what the caller's side of a copy opens; measured in spec/02-integration/session_spec.lua),
- * with room for the host program's own. */
+/* Kept free for runs: one run takes 12 at its peak (a run with stdin: its pipes at fork time,
+ * both ends), a copy out 10, a prestarted run 14 (measured by lowering RLIMIT_NOFILE under an
+ * open session until each failed); the rest is room for the host program's own. */
 #define LB_FDS_RESERVE 32
 /* Fails with EMFILE and a message saying why and how to fix it when taking `holds` more
  * descriptors for good would leave fewer than LB_FDS_RESERVE free. `what`: "open a session". */

@@ -21,6 +21,47 @@ describe("reliability", function()
         assert.equal(480, total)
     end)
 
+    it("soak: counts what it created, not the host's totals, while other sandboxes come and go", function()
+        -- a neighbour that is running when the soak starts and finishes during it, and others
+        -- starting and stopping all along: none of them is the soak's to account for
+        local function background(cmd)
+            local p = io.popen("sh -c " .. q("exec " .. cmd) .. " </dev/null >/dev/null 2>&1 & echo $!")
+            local pid = p:read("*l")
+            p:close()
+            return pid
+        end
+        local neighbour = background(q(helpers.bin) .. " exec -- sleep 3")
+        local churn = background("sh -c " .. q("while :; do " .. q(helpers.bin) .. " exec -- sleep 0.2; done"))
+        finally(function() os.execute("kill " .. churn .. " " .. neighbour .. " 2>/dev/null") end)
+        for _ = 1, 50 do -- until the neighbour's sandbox runs
+            if sh("pgrep -x -f 'sleep 3' | wc -l"):match("%d+") ~= "0" then break end
+            os.execute("sleep 0.1")
+        end
+        local rep = soak.run(2, 20)
+        assert.same({}, rep.problems, soak.describe(rep))
+        assert.is_nil(sh("ps -o pid= -p " .. neighbour):match("%d"), "the neighbour was still running: no test")
+    end)
+
+    it("soak: a process or cgroup the soak leaves behind is reported (control)", function()
+        local rep = soak.run(1, 2, nil, { leak = true })
+        local leaked = {}
+        for _, p in ipairs(rep.left.processes) do leaked[#leaked + 1] = p:match("^%d+") end
+        finally(function() if #leaked > 0 then os.execute("kill " .. table.concat(leaked, " ")) end end)
+        assert.equal(1, #rep.left.processes, soak.describe(rep))
+        assert.matches("sleep", rep.left.processes[1])
+        assert.matches("left behind %(processes%)", table.concat(rep.problems, "\n"))
+        if helpers.is_root() and require("llmbox.core").probe().cgroup_pids then
+            assert.equal(1, #rep.left.cgroups, soak.describe(rep))
+            assert.matches("%-leak$", rep.left.cgroups[1])
+            os.execute("kill " .. table.concat(leaked, " "))
+            leaked = {}
+            for _ = 1, 50 do -- empty once the sleep is gone
+                if os.execute("rmdir " .. q(rep.left.cgroups[1]) .. " 2>/dev/null") == 0 then break end
+                os.execute("sleep 0.1")
+            end
+        end
+    end)
+
     it("a caller killed with SIGKILL mid-run leaves no process and no cgroup behind", function()
         local n = math.random(100, 999)
         local marker = "sleep 987." .. n

@@ -10,23 +10,22 @@ local q = helpers.shell_quote
 
 local SCRIPT = [==[
 local llmbox = require "llmbox"
-local core = require "llmbox.core"
 local cjson = require "cjson"
 
 local function zombies()
     local list = {}
-    for _, pid in ipairs(core.listdir("/proc")) do
-        local f = pid:match("^%d+$") and io.open("/proc/" .. pid .. "/stat")
-        if f then
-            local comm, state = f:read("*a"):match("^%d+ %((.*)%) (%a)")
-            f:close()
-            if state == "Z" then list[#list + 1] = pid .. " " .. comm end
+    for pid, info in pairs(require("llmbox.util").processes()) do
+        if info.state == "Z" then
+            local f = io.open("/proc/" .. pid .. "/comm")
+            list[#list + 1] = pid .. " " .. (f and f:read("*l") or "?")
+            if f then f:close() end
         end
     end
+    table.sort(list)
     return list
 end
 
-local out = { pid = core.listdir and tonumber(io.open("/proc/self/stat"):read("*a"):match("^%d+")) }
+local out = { pid = tonumber(require("llmbox.util").read_file("/proc/self/stat"):match("^%d+")) }
 local policy = arg[1]
 local s = assert(llmbox.session({ lang = "shell", policy = policy }))
 local limits = {}

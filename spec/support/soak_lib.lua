@@ -20,13 +20,7 @@ local CGROUP_BASES = {
     "/sys/fs/cgroup/cpu/llmbox", "/sys/fs/cgroup/llmbox",
 }
 
-local function read(path)
-    local f = io.open(path, "rb")
-    if not f then return nil end
-    local d = f:read("*a")
-    f:close()
-    return d
-end
+local read = require("llmbox.util").read_file
 
 local function ours(name, pids)
     local pid = name:match("^run%-(%d+)%-") or name:match("llmbox%-(%d+)$")

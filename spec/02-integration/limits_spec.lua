@@ -60,6 +60,11 @@ describe("limits", function()
 
     it("cpus: a CPU quota caps a busy loop at that share of its wall time #unpriv", function()
         local busy = "import time\nt = time.time()\nwhile time.time() - t < 2: pass"
+        -- a policy's quota is checked when it is loaded
+        local bad = helpers.write(os.tmpname() .. ".lua", 'return { extends = "default", limits = { cpus = 0 } }')
+        local _, perr = llmbox.session({ lang = "python", policy = bad })
+        os.remove(bad)
+        assert.matches("limits.cpus", perr, 1, true)
         if not probe.cgroup_cpu then
             local r, err = s:run(busy, { cpus = 0.5 })
             assert.is_nil(r)

@@ -30,16 +30,30 @@ describe("reliability", function()
             p:close()
             return pid
         end
-        local neighbour = background(q(helpers.bin) .. " exec -- sleep 3")
+        local neighbour = background(q(helpers.bin) .. " exec -- sleep 1")
         local churn = background("sh -c " .. q("while :; do " .. q(helpers.bin) .. " exec -- sleep 0.2; done"))
         finally(function() os.execute("kill " .. churn .. " " .. neighbour .. " 2>/dev/null") end)
-        for _ = 1, 50 do -- until the neighbour's sandbox runs
-            if sh("pgrep -x -f 'sleep 3' | wc -l"):match("%d+") ~= "0" then break end
-            os.execute("sleep 0.1")
+        local function running(pid) return sh("ps -o pid= -p " .. pid):match("%d") ~= nil end
+        local function sandboxes_of(pid) -- its per-run cgroups exist while its sandbox runs
+            local n = 0
+            for _, name in ipairs(require("llmbox.core").listdir("/sys/fs/cgroup/pids/llmbox") or {}) do
+                if name:match("^run%-" .. pid .. "%-") then n = n + 1 end
+            end
+            return n
         end
-        local rep = soak.run(2, 20)
+        for _ = 1, 50 do -- until the neighbour's sandbox runs
+            if not helpers.is_root() or sandboxes_of(neighbour) > 0 then break end
+            os.execute("sleep 0.05")
+        end
+        assert.is_true(running(neighbour), "the neighbour ended before the soak began: no test")
+        local rep = soak.run(2, 20, nil, { during = function()
+            for _ = 1, 100 do -- the neighbour finishes while the soak runs
+                if not running(neighbour) then break end
+                os.execute("sleep 0.05")
+            end
+        end })
         assert.same({}, rep.problems, soak.describe(rep))
-        assert.is_nil(sh("ps -o pid= -p " .. neighbour):match("%d"), "the neighbour was still running: no test")
+        assert.is_false(running(neighbour))
     end)
 
     it("soak: a process or cgroup the soak leaves behind is reported (control)", function()

@@ -68,7 +68,7 @@ local function empty(left)
 end
 
 -- opts.leak: the workers leave a process and a cgroup behind on purpose (a control for the
--- accounting itself).
+-- accounting itself). opts.during: called once the workers have started.
 function _M.run(workers, runs, bin, opts)
     bin = bin or "build/bin/llmbox"
     opts = opts or {}
@@ -82,6 +82,7 @@ function _M.run(workers, runs, bin, opts)
         pids[tonumber(p:read("*l"))] = true
         p:close()
     end
+    if opts.during then opts.during() end
     -- wait for every worker (each writes its JSON line last)
     local deadline = os.time() + 60 + runs * workers / 5
     local results = {}

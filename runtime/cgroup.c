@@ -173,22 +173,45 @@ void lb_cgroup_detect(lb_cgroup_support *s)
 		 "LLMBOX_CGROUP)");
 }
 
+/* The pid namespace this process's pids mean something in; 0 when /proc cannot say. */
+static unsigned long pid_ns_id(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
+/* An empty per-run cgroup of another pid namespace is left alone this long: its creator's pid
+ * cannot be checked from here, and an empty cgroup is also one that its run is about to join. */
+#define FOREIGN_STALE_S 600
+
 /* Removes per-run cgroups left by a caller that was killed mid-run (SIGKILL leaves no chance to
- * clean up): their names carry the creating pid. */
+ * clean up). Their names carry the creating pid and its pid namespace: in ours, a pid that no
+ * longer exists means a dead creator; one from another namespace (llmbox in a container, or as
+ * pid 1 of its own) is judged by age, since the same pid there is another process here. rmdir
+ * never removes a cgroup that still has processes. */
 static void sweep_stale(const char *base)
 {
 	DIR *d = opendir(base);
 	if (!d)
 		return;
+	unsigned long own_ns = pid_ns_id();
+	time_t now = time(NULL);
 	for (struct dirent *e; (e = readdir(d));) {
 		int pid;
-		if (sscanf(e->d_name, "run-%d-", &pid) != 1 || pid <= 0 || pid == getpid())
+		unsigned counter;
+		long nsec;
+		unsigned long ns = 0;
+		if (sscanf(e->d_name, "run-%d-%u-%ld-%lu", &pid, &counter, &nsec, &ns) < 1 ||
+		    pid <= 0 || (ns == own_ns && pid == getpid()))
 			continue;
-		if (kill(pid, 0) < 0 && errno == ESRCH) {
-			char path[512];
-			snprintf(path, sizeof path, "%s/%s", base, e->d_name);
+		char path[512];
+		snprintf(path, sizeof path, "%s/%s", base, e->d_name);
+		struct stat st;
+		bool stale = own_ns && ns == own_ns
+				     ? kill(pid, 0) < 0 && errno == ESRCH
+				     : stat(path, &st) == 0 && now - st.st_mtime > FOREIGN_STALE_S;
+		if (stale)
 			rmdir(path);
-		}
 	}
 	closedir(d);
 }
@@ -201,8 +224,8 @@ static int make_run_dir(char *out, size_t len, const char *base, lb_error *err)
 	if (mkdir(base, 0755) < 0 && errno != EEXIST)
 		return lb_fail_sys(err, errno, "creating cgroup %s", base);
 	sweep_stale(base); /* a handful of entries at most: cheap enough for every run */
-	snprintf(out, len, "%s/run-%d-%u-%ld", base, (int)getpid(),
-		 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED), (long)ts.tv_nsec);
+	snprintf(out, len, "%s/run-%d-%u-%ld-%lu", base, (int)getpid(),
+		 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED), (long)ts.tv_nsec, pid_ns_id());
 	if (mkdir(out, 0755) < 0)
 		return lb_fail_sys(err, errno, "creating cgroup %s", out);
 	return 0;

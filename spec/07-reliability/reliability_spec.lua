@@ -120,6 +120,27 @@ describe("reliability", function()
         os.remove(out); os.remove(out .. ".pid")
     end)
 
+    it("sweeps a dead caller's cgroups, but not an empty one from another pid namespace", function()
+        local base = "/sys/fs/cgroup/pids/llmbox"
+        if not (helpers.is_root() and require("llmbox.core").probe().cgroup_pids) then
+            pending("needs a pids cgroup llmbox may write to")
+            return
+        end
+        -- pid 4194303 runs nowhere here: in our pid namespace that means its creator is dead;
+        -- in another one (llmbox in a container, or as pid 1 of its own) it says nothing about
+        -- the creator, and an empty cgroup there may be one that a run is about to join
+        local ns = sh("readlink /proc/self/ns/pid"):match("%[(%d+)%]")
+        local dead_here = base .. "/run-4194303-1-1-" .. ns
+        local elsewhere = base .. "/run-4194303-1-2-" .. (tonumber(ns) + 1)
+        finally(function() os.execute("rmdir " .. q(dead_here) .. " " .. q(elsewhere) .. " 2>/dev/null") end)
+        assert.is_true(os.execute("mkdir " .. q(dead_here) .. " " .. q(elsewhere)) == 0)
+        local s = assert(llmbox.session({ lang = "shell" }))
+        assert(s:exec("true"))
+        s:close()
+        assert.is_nil(helpers.read(dead_here .. "/pids.max"), "a dead caller's cgroup was kept")
+        assert.is_truthy(helpers.read(elsewhere .. "/pids.max"), "another namespace's fresh cgroup was swept")
+    end)
+
     it("out of disk on the host side: a clear error, the old file intact, no temporary left", function()
         local dir = os.tmpname()
         os.remove(dir)

@@ -43,6 +43,20 @@ static int buf_append(struct buf *b, const char *p, size_t n)
 
 enum { FD_OUT, FD_ERR, FD_STATUS, FD_IN, FD_CTL, N_FDS };
 
+/* Streamed output reaches on_output in whole lines where it can. Programs often write a line in
+ * pieces (python -u writes the text, then "\n"), and a caller that copies each chunk to a shared
+ * pipe (parallel `llmbox run | ...`) would interleave half lines. So a chunk is handed on up to
+ * its last newline, and the partial line after it waits for its end at most LINE_WAIT_MS (a
+ * prompt without a newline is not held back noticeably) or until LINE_HOLD_MAX bytes. Only the
+ * chunking changes: the stored output, the limits and the order of bytes are the same. */
+#define LINE_WAIT_MS  20
+#define LINE_HOLD_MAX 65536
+
+struct stream_state {
+	size_t sent;	   /* bytes of the stream's buffer handed to on_output */
+	double held_since; /* when the oldest byte not yet handed on arrived; 0: none */
+};
+
 /* pids.events is read at most this often while a run goes on, not on every chunk of output. */
 #define PIDS_CHECK_MS 100
 
@@ -53,6 +67,7 @@ struct supervision {
 	lb_error *err;
 	int fd[N_FDS]; /* the host's ends, taken over from p; -1 once closed */
 	struct buf out[2];
+	struct stream_state streams[2];
 	double deadline; /* 0: none */
 	uint64_t max_output, total_out;
 	size_t stdin_off;
@@ -115,6 +130,40 @@ static void abort_run(struct supervision *s, int code, const char *msg)
 	s->aborted = true;
 }
 
+/* Hands on what stream i (FD_OUT, FD_ERR) holds beyond what was sent: up to its last newline, or
+ * all of it when `all`. A failing callback aborts the run. */
+static void stream_out(struct supervision *s, int i, bool all)
+{
+	const struct buf *b = &s->out[i];
+	struct stream_state *st = &s->streams[i];
+	if (!s->io->on_output || s->aborted)
+		return;
+	size_t end = b->len;
+	if (!all && b->len - st->sent < LINE_HOLD_MAX) {
+		const char *nl = memrchr(b->data + st->sent, '\n', b->len - st->sent);
+		end = nl ? (size_t)(nl - b->data) + 1 : st->sent;
+	}
+	size_t from = st->sent;
+	if (end > from) {
+		st->sent = end;
+		st->held_since = 0;
+	}
+	if (st->sent < b->len && !st->held_since)
+		st->held_since = lb_now_ms();
+	if (end > from && s->io->on_output(s->io->ud, i == FD_OUT ? LB_STDOUT : LB_STDERR,
+					   b->data + from, end - from))
+		abort_run(s, ECANCELED, "the output callback failed");
+}
+
+/* A partial line whose end did not come in time, or whose stream ended. */
+static void flush_held(struct supervision *s)
+{
+	for (int i = FD_OUT; i <= FD_ERR; i++)
+		if (s->streams[i].held_since &&
+		    (s->fd[i] < 0 || lb_now_ms() - s->streams[i].held_since >= LINE_WAIT_MS))
+			stream_out(s, i, true);
+}
+
 /* One chunk of stdout (i = FD_OUT) or stderr (FD_ERR): kept up to the output cap, which stops
  * the run, and passed to the caller's callback. */
 static void read_output(struct supervision *s, int i)
@@ -124,7 +173,7 @@ static void read_output(struct supervision *s, int i)
 	if (r < 0 && errno == EINTR)
 		return;
 	if (r <= 0) {
-		close_fd(&s->fd[i]);
+		close_fd(&s->fd[i]); /* what is held is handed on by flush_held */
 		return;
 	}
 	size_t keep = (size_t)r;
@@ -140,10 +189,7 @@ static void read_output(struct supervision *s, int i)
 		abort_run(s, ENOMEM, "out of memory for the run's output");
 		return;
 	}
-	const lb_run_io *io = s->io;
-	if (io->on_output && !s->aborted &&
-	    io->on_output(io->ud, i == FD_OUT ? LB_STDOUT : LB_STDERR, chunk, keep))
-		abort_run(s, ECANCELED, "the output callback failed");
+	stream_out(s, i, false);
 }
 
 /* The init's record of the program's end; EOF when the init is gone without one. */
@@ -201,17 +247,26 @@ static void read_exit_report(struct supervision *s)
 		close_fd(&s->fd[FD_CTL]);
 }
 
-/* How long poll may sleep: until the deadline, or the next look at pids.events. */
+/* Milliseconds until `at` (at least 0), or `wait` when that comes first (-1: forever). */
+static int sooner(int wait, double at)
+{
+	double left = at - lb_now_ms();
+	int l = left <= 0 ? 0 : (int)left + 1;
+	return wait < 0 || l < wait ? l : wait;
+}
+
+/* How long poll may sleep: until the deadline, the next look at pids.events, or the time a
+ * held partial line is due. */
 static int poll_timeout(const struct supervision *s)
 {
 	int wait = -1;
 	if (s->p->cg.version && s->p->limits.processes)
 		wait = PIDS_CHECK_MS;
-	if (s->deadline && !s->o.killed) {
-		double left = s->deadline - lb_now_ms();
-		int l = left <= 0 ? 0 : (int)left + 1;
-		wait = wait < 0 || l < wait ? l : wait;
-	}
+	if (s->deadline && !s->o.killed)
+		wait = sooner(wait, s->deadline);
+	for (int i = FD_OUT; i <= FD_ERR; i++)
+		if (s->streams[i].held_since)
+			wait = sooner(wait, s->streams[i].held_since + LINE_WAIT_MS);
 	return wait;
 }
 
@@ -254,6 +309,7 @@ static void supervise(struct supervision *s)
 		for (int i = FD_OUT; i <= FD_ERR && n > 0; i++)
 			if (pf[i].revents & ready)
 				read_output(s, i);
+		flush_held(s);
 		if (n > 0 && fd[FD_STATUS] >= 0 && (pf[FD_STATUS].revents & ready))
 			read_status(s);
 		if (n > 0 && fd[FD_IN] >= 0 && (pf[FD_IN].revents & (POLLOUT | POLLERR | POLLHUP)))
@@ -315,6 +371,8 @@ int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *
 			buf_append(&s.out[1], "llmbox: ", 8);
 			buf_append(&s.out[1], setup.msg + 1, strlen(setup.msg + 1));
 			buf_append(&s.out[1], "\n", 1);
+			/* streamed like the program's own stderr would have been */
+			stream_out(&s, FD_ERR, true);
 		}
 		res->out = take_buf(&s.out[0], &res->out_len);
 		res->err = take_buf(&s.out[1], &res->err_len);

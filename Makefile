@@ -26,11 +26,11 @@ LUA_LIBS   = $(shell $(PKG_CONFIG) --libs luajit 2>/dev/null)
 ALL_CFLAGS = $(WARN) $(HARDEN) $(CFLAGS) $(DEP_CFLAGS)
 ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
 
-CORE_SRC := runtime/util.c runtime/caps.c runtime/seccomp.c runtime/jail.c runtime/limits.c \
-            runtime/supervisor.c runtime/transfer.c runtime/probe.c runtime/lua_core.c \
-            backends/native.c
+CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtime/jail.c \
+            runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/supervise.c runtime/verdict.c \
+            runtime/transfer.c runtime/probe.c runtime/lua_core.c backends/native.c
 CORE_OBJ := $(CORE_SRC:%.c=build/obj/%.o)
-HEADERS  := runtime/llmbox.h runtime/internal.h backends/backend.h
+HEADERS  := runtime/llmbox.h runtime/internal.h runtime/run.h backends/backend.h
 
 BIN    := build/bin/llmbox
 MODULE := build/lib/llmbox/core.so

@@ -40,7 +40,7 @@ FUZZ_RUNTIME := $(filter-out runtime/lua_core.c backends/native.c,$(CORE_SRC))
 fuzz_includes_seccomp := runtime/seccomp.c
 fuzz_includes_paths   := runtime/transfer.c
 fuzz_includes_tar     := runtime/transfer.c
-fuzz_includes_resolve := runtime/supervisor.c
+fuzz_includes_resolve := runtime/chain.c
 fuzz_extra_lua_core   := runtime/lua_core.c
 fuzz_libs_lua_core     = $(LUA_LIBS)
 fuzz_flags_report     := -max_len=8192

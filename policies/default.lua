@@ -28,6 +28,8 @@ return {
         output = "1M",        -- stdout + stderr kept; producing more kills the run
         workspace = "256M",   -- size of the writable /sandbox (a tmpfs, gone after the session)
         tmp = "64M",          -- size of the private /tmp (a tmpfs)
+        -- cpus = 1,          -- a CPU quota, in CPUs (0.5, 1, 2): a cgroup caps the run's CPU share;
+                              -- unset: none. Refused on hosts without a cpu cgroup (`llmbox doctor`)
         -- cgroup = "require" refuses to run on a host where no cgroup can hold the run (memory
         -- and processes then fall back to rlimits: enforced, but not reported as fired);
         -- "auto" (the default) accepts the fallback. `llmbox doctor` says which one you get.

@@ -93,23 +93,62 @@ int lb_open_beneath(int dirfd, const char *path, int flags, unsigned mode);
 /* Creates the parent directories of `path` beneath dirfd, without following symlinks. */
 int lb_mkdirs_beneath(int dirfd, const char *path, unsigned mode);
 
-/* ---- cgroups (limits.c) ---- */
+/* ---- file descriptors (fds.c) ---- */
+/* Held by the caller: a session (jail.c: its namespaces), a prestarted run waiting for its
+ * request (chain.c: stdout, stderr, status, report, stdin, control, stop). */
+#define LB_FDS_SESSION 5
+#define LB_FDS_PENDING 7
+/* Kept free for runs: one run takes 12 at its peak (a run with stdin: its pipes at fork time,
+ * both ends), a copy out 10, a prestarted run 14 (measured by lowering RLIMIT_NOFILE under an
+ * open session until each failed); the rest is room for the host program's own. */
+#define LB_FDS_RESERVE 32
+/* Fails with EMFILE and a message saying why and how to fix it when taking `holds` more
+ * descriptors for good would leave fewer than LB_FDS_RESERVE free. `what`: "open a session". */
+int lb_fd_check(unsigned holds, const char *what, lb_error *err);
+
+/* ---- cgroups (cgroup.c) ---- */
+enum lb_cg_controller { LB_CG_MEMORY, LB_CG_PIDS, LB_CG_CPUACCT, LB_CG_CPU, LB_CG_N };
+
 typedef struct lb_cgroup {
-	int version;	   /* 0: none */
-	char mem_dir[256]; /* per-run directories, "" when not used */
-	char pids_dir[256];
-	int procs_fd[2]; /* cgroup.procs of each, for the child to join */
+	int version; /* 0: none */
+	/* Per-run directories, "" when not used. v2 has one for everything (dir[LB_CG_MEMORY]);
+	 * v1 one per controller, where two controllers mounted together share one. */
+	char dir[LB_CG_N][256];
 } lb_cgroup;
 
-int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err);
-/* After the run: did the memory or pids limit fire, and the peak memory. */
-void lb_cgroup_read(const lb_cgroup *cg, bool *oom, bool *pids_max, uint64_t *peak);
-void lb_cgroup_destroy(lb_cgroup *cg);
+typedef struct lb_cgroup_support {
+	int version;	   /* 0: none we may write to */
+	bool memory, pids; /* limits enforced and their firing reported */
+	bool cpu;	   /* CPU quotas (limits.cpus) */
+	bool cpuacct;	   /* CPU time of a whole run, killed or not */
+	char note[256];	   /* what was found, and how to get more */
+} lb_cgroup_support;
+
+typedef struct lb_cgroup_usage {
+	bool oom;	   /* the memory limit killed something */
+	bool pids_refused; /* the pids limit refused a fork */
+	uint64_t peak;	   /* bytes of memory at the peak, 0 when unknown */
+	double cpu_ms;	   /* CPU time of every process of the run, -1 when unknown */
+} lb_cgroup_usage;
+
 /* Which cgroup setup this host offers (version 0 when none we may write to). */
-int lb_cgroup_detect(bool *memory, bool *pids, char *note, size_t note_len);
+void lb_cgroup_detect(lb_cgroup_support *s);
+/* Creates the run's cgroups with its limits; refuses a CPU quota no cgroup can enforce. On
+ * failure, lb_cgroup_destroy removes what was made. */
+int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err);
+/* In the run's first child: moves the calling process into the run's cgroups. */
+int lb_cgroup_join(const lb_cgroup *cg, lb_error *err);
+/* Whether the run's cgroups enforce the memory (LB_CG_MEMORY) or processes (LB_CG_PIDS) limit. */
+bool lb_cgroup_enforces(const lb_cgroup *cg, enum lb_cg_controller c);
+/* Cheap enough to poll: has the pids limit refused a fork yet? */
+bool lb_cgroup_pids_refused(const lb_cgroup *cg);
+void lb_cgroup_read(const lb_cgroup *cg, lb_cgroup_usage *u);
+void lb_cgroup_destroy(lb_cgroup *cg);
+
+/* ---- rlimits (limits.c) ---- */
 /* Sets rlimits for the program; the memory limit goes to RLIMIT_DATA (plus a loose RLIMIT_AS)
- * when no cgroup enforces it. */
-int lb_apply_rlimits(const lb_limits *lim, bool memory_in_cgroup, lb_error *err);
+ * when the run's cgroups do not enforce it. */
+int lb_apply_rlimits(const lb_limits *lim, const lb_cgroup *cg, lb_error *err);
 
 /* seccomp.c */
 int lb_filter_load(const lb_filter *f, lb_error *err);

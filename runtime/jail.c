@@ -345,6 +345,8 @@ lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err)
 			"refusing to map the sandbox user to host root (host_uid = 0)");
 		goto fail;
 	}
+	if (lb_fd_check(LB_FDS_SESSION, "open another sandbox session", err) < 0)
+		goto fail;
 	if (pipe2(report, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0) {
 		lb_fail_sys(err, errno, "pipe2");
 		goto fail;
@@ -435,10 +437,12 @@ child_failed:
 	if (err)
 		*err = rec;
 reap:
+	/* No kill: K1 would outlive K0 as an orphan for someone else to reap. EOF on the sync pipe
+	 * ends whichever of them waits on it (K0 for the maps, K1 once the root is built), and K0
+	 * reaps K1; a child that failed has exited already. */
 	if (sync[1] >= 0)
 		close(sync[1]);
 	sync[1] = -1;
-	kill(k0, SIGKILL);
 	while (waitpid(k0, NULL, 0) < 0 && errno == EINTR)
 		;
 fail:

@@ -89,7 +89,7 @@ void lb_jail_close(lb_jail *j);
  * namespaces, and its whole process tree died with it. */
 int lb_jail_reset(lb_jail *j, lb_error *err);
 
-/* ---- runs (supervisor.c) ---- */
+/* ---- runs (chain.c: the process chain, supervise.c: lb_run_finish, verdict.c) ---- */
 
 typedef struct lb_limits {
 	double timeout;	     /* wall clock seconds, 0 = none */
@@ -99,6 +99,8 @@ typedef struct lb_limits {
 	uint64_t open_files; /* 0 = inherit */
 	uint64_t file_size;  /* bytes, 0 = none */
 	uint64_t output;     /* bytes of stdout+stderr kept; more kills the run; 0 = none */
+	double cpus;	     /* CPUs' worth of time per period (a cgroup quota), 0 = none; a run
+				that asks for one where no cpu cgroup can enforce it is refused */
 } lb_limits;
 
 typedef struct lb_file {
@@ -163,6 +165,9 @@ typedef struct lb_result {
 	bool truncated;	  /* output was cut at limits.output */
 	bool probe_found; /* lb_run_spec.probe had entries when the program ended */
 	double duration_ms;
+	/* CPU time of the whole run (every process, from its cgroup), or of the program alone
+	 * (its rusage) where no cgroup counts it; -1 when unknown: a run killed before it could
+	 * report, on a host without a cpu accounting cgroup. */
 	double cpu_ms;
 	uint64_t max_rss; /* bytes; peak of the cgroup when one is used */
 	char *out;	  /* captured stdout (malloc'd, NUL-terminated, may contain NULs); free with
@@ -229,6 +234,8 @@ typedef struct lb_probe {
 	int cgroup_version; /* 0 none usable, 1, 2 */
 	bool cgroup_memory; /* a memory controller we may write to */
 	bool cgroup_pids;
+	bool cgroup_cpu;     /* CPU quotas (limits.cpus) can be enforced */
+	bool cgroup_cpuacct; /* CPU time of killed runs can be counted */
 	char cgroup_note[256];
 	char kernel[160];
 } lb_probe;

@@ -18,7 +18,7 @@
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
  *   core.ioctl_number(name)            -> number | nil
- *   core.cgroup()                      -> version, memory, pids, note
+ *   core.cgroup()                      -> version, memory, pids, note, cpu (quotas)
  *   core.listdir(path)                 -> sorted array of names | nil, err (for recipe/policy dirs)
  *
  * Caller mistakes (wrong types) raise errors; failures of the sandbox return nil, err.
@@ -151,6 +151,7 @@ static void read_limits(lua_State *L, int t, lb_limits *lim)
 		lim->open_files = (uint64_t)opt_number(L, l, "open_files", 0);
 		lim->file_size = (uint64_t)opt_number(L, l, "file_size", 0);
 		lim->output = (uint64_t)opt_number(L, l, "output", 0);
+		lim->cpus = opt_number(L, l, "cpus", 0);
 	}
 	lua_pop(L, 1);
 }
@@ -359,8 +360,10 @@ static void push_result(lua_State *L, lb_result *res)
 	lua_setfield(L, -2, "probe_found");
 	lua_pushnumber(L, res->duration_ms);
 	lua_setfield(L, -2, "duration_ms");
-	lua_pushnumber(L, res->cpu_ms);
-	lua_setfield(L, -2, "cpu_ms");
+	if (res->cpu_ms >= 0) { /* unknown: absent, never a wrong number */
+		lua_pushnumber(L, res->cpu_ms);
+		lua_setfield(L, -2, "cpu_ms");
+	}
 	lua_pushnumber(L, (double)res->max_rss);
 	lua_setfield(L, -2, "max_rss");
 	lua_pushlstring(L, res->out, res->out_len);
@@ -565,6 +568,15 @@ static int l_reap(lua_State *L)
 	return 0;
 }
 
+/* When the Lua state closes (the CLI's end, luajit's, an nginx worker's): every process llmbox
+ * started is reaped by llmbox, not left to whoever inherits them. */
+static int l_reap_all(lua_State *L)
+{
+	(void)L;
+	lb_reap(true);
+	return 0;
+}
+
 static int l_backends(lua_State *L)
 {
 	lua_newtable(L);
@@ -606,6 +618,8 @@ static int l_probe(lua_State *L)
 	BOOL(openat2);
 	BOOL(cgroup_memory);
 	BOOL(cgroup_pids);
+	BOOL(cgroup_cpu);
+	BOOL(cgroup_cpuacct);
 	STR(cgroup_note);
 	STR(kernel);
 	lua_pushinteger(L, p.cgroup_version);
@@ -613,17 +627,17 @@ static int l_probe(lua_State *L)
 	return 1;
 }
 
-/* core.cgroup() -> version (0: none usable), memory, pids, note: cheap, no fork. */
+/* core.cgroup() -> version (0: none usable), memory, pids, note, cpu: cheap, no fork. */
 static int l_cgroup(lua_State *L)
 {
-	bool mem, pids;
-	char note[256];
-	int v = lb_cgroup_detect(&mem, &pids, note, sizeof note);
-	lua_pushinteger(L, v);
-	lua_pushboolean(L, mem);
-	lua_pushboolean(L, pids);
-	lua_pushstring(L, note);
-	return 4;
+	lb_cgroup_support cg;
+	lb_cgroup_detect(&cg);
+	lua_pushinteger(L, cg.version);
+	lua_pushboolean(L, cg.memory);
+	lua_pushboolean(L, cg.pids);
+	lua_pushstring(L, cg.note);
+	lua_pushboolean(L, cg.cpu);
+	return 5;
 }
 
 static int l_syscall_number(lua_State *L)
@@ -718,6 +732,15 @@ int luaopen_llmbox_core(lua_State *L)
 		lua_setfield(L, -2, "__index");
 		lua_pushcfunction(L, l_pending_abandon);
 		lua_setfield(L, -2, "__gc");
+	}
+	lua_pop(L, 1);
+	if (luaL_newmetatable(L, "llmbox.core.reaper")) {
+		lua_pushcfunction(L, l_reap_all);
+		lua_setfield(L, -2, "__gc");
+		lua_newuserdata(L, 1);
+		lua_pushvalue(L, -2);
+		lua_setmetatable(L, -2);
+		lua_setfield(L, LUA_REGISTRYINDEX, "llmbox.core.reaper.sentinel");
 	}
 	lua_pop(L, 1);
 	lua_newtable(L);

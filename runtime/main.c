@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 int luaopen_llmbox_core(lua_State *L);
@@ -52,8 +53,21 @@ static int traceback(lua_State *L)
 	return 1;
 }
 
+/* Every open session holds a few file descriptors (see runtime/fds.c): the CLI and what it starts
+ * (mcp, its workers, scripts) may have as many as the hard limit allows. Only here, in a process
+ * of our own: the library never changes the limits of a process it is loaded into. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 int main(int argc, char **argv)
 {
+	raise_fd_limit();
 	lua_State *L = luaL_newstate();
 	if (!L) {
 		fputs("llmbox: cannot create the Lua state (out of memory)\n", stderr);

@@ -51,6 +51,12 @@ void lb_probe_host(lb_probe *p)
 	p->seccomp = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
 	p->mount_setattr = syscall_exists(SYS_mount_setattr);
 	p->openat2 = syscall_exists(SYS_openat2);
-	p->cgroup_version = lb_cgroup_detect(&p->cgroup_memory, &p->cgroup_pids, p->cgroup_note,
-					     sizeof p->cgroup_note);
+	lb_cgroup_support cg;
+	lb_cgroup_detect(&cg);
+	p->cgroup_version = cg.version;
+	p->cgroup_memory = cg.memory;
+	p->cgroup_pids = cg.pids;
+	p->cgroup_cpu = cg.cpu;
+	p->cgroup_cpuacct = cg.cpuacct;
+	snprintf(p->cgroup_note, sizeof p->cgroup_note, "%s", cg.note);
 }

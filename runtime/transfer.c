@@ -506,21 +506,25 @@ static int host_receive(int in_fd, const char *host_path, uint64_t max, lb_error
 			return lb_fail_sys(err, errno, "opening %s", host_path);
 		return receive_tree(in_fd, dfd, -1, "", 0, max, err);
 	}
-	char dir[PATH_MAX], tmp[PATH_MAX];
-	snprintf(dir, sizeof dir, "%s", host_path);
-	char *slash = strrchr(dir, '/');
-	const char *base = slash ? slash + 1 : dir;
-	if (slash == dir)
-		snprintf(dir, sizeof dir, "/");
-	else if (slash)
-		*slash = '\0';
-	else
-		snprintf(dir, sizeof dir, ".");
-	if (!*base)
+	/* The directory to write in and the name in it, each in its own buffer: a bare name
+	 * ("output.txt") is written in ".". */
+	char dir[PATH_MAX], base[NAME_MAX + 1], tmp[PATH_MAX];
+	const char *slash = strrchr(host_path, '/');
+	const char *name = slash ? slash + 1 : host_path;
+	if (!*name)
 		return lb_fail(err, EINVAL, "%s: no file name", host_path);
-	_cleanup_fd_ int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (strlen(name) >= sizeof base || strlen(host_path) >= sizeof dir)
+		return lb_fail(err, ENAMETOOLONG, "%s: name too long", host_path);
+	snprintf(base, sizeof base, "%s", name);
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == host_path)
+		snprintf(dir, sizeof dir, "/");
+	else
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - host_path), host_path);
+	_cleanup_fd_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
-		return lb_fail_sys(err, errno, "opening directory %s", slash ? dir : ".");
+		return lb_fail_sys(err, errno, "opening directory %s", dir);
 	if (exists && !S_ISREG(st.st_mode)) {
 		_cleanup_fd_ int fd = open(host_path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
 		if (fd < 0)

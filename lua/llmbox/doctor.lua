@@ -37,6 +37,9 @@ function _M.report()
             or "enforced by RLIMIT_DATA, with a loose RLIMIT_AS (allocations fail; not reported as fired)" },
         { "processes", p.cgroup_pids and "enforced by the run's pids cgroup (a fork bomb ends the run)"
             or "enforced by RLIMIT_NPROC per sandbox user namespace (fork fails; not reported as fired)" },
+        { "cpus", p.cgroup_cpu and "enforced by the run's cpu cgroup (a CFS quota of that many CPUs' time)"
+            or "cannot be enforced here (no cpu cgroup we may write to): runs and policies that ask "
+            .. "for a CPU quota are refused" },
         { "open_files", "enforced by RLIMIT_NOFILE (open fails with EMFILE)" },
         { "file_size", "enforced by RLIMIT_FSIZE (SIGXFSZ)" },
         { "output", "enforced by the supervisor (the run is killed, output truncated)" },

@@ -20,7 +20,7 @@ Session.__index = Session
 -- Where run() puts the code: outside the workspace, so /sandbox holds only the program's files.
 local CODE_DIR = "/tmp/llmbox"
 
-local LIMIT_KEYS = { "timeout", "cpu", "memory", "processes", "open_files", "file_size", "output" }
+local LIMIT_KEYS = { "timeout", "cpu", "memory", "processes", "open_files", "file_size", "output", "cpus" }
 
 local function load_policy(p)
     if p == nil then p = os.getenv("LLMBOX_POLICY") or "default" end
@@ -116,7 +116,8 @@ local function build_limits(self, opts)
             if type(v) ~= "number" or not (v > 0) or v == math.huge then -- NaN fails v > 0
                 return nil, format("%s: expected a positive number, got %s", k, tostring(v))
             end
-            if v > lim[k] then
+            -- a limit the policy leaves out (cpus) has no ceiling: a run may still ask for one
+            if lim[k] ~= nil and v > lim[k] then
                 return nil, format("%s %s exceeds the limit of policy %q (%s); use a policy that allows more",
                     k, tostring(v), self.policy.name, tostring(lim[k]))
             end
@@ -127,7 +128,7 @@ local function build_limits(self, opts)
 end
 
 local RUN_OPTS = { -- probe is internal (set by run)
-    timeout = 1, cpu = 1, memory = 1, processes = 1, open_files = 1, file_size = 1, output = 1,
+    timeout = 1, cpu = 1, memory = 1, processes = 1, open_files = 1, file_size = 1, output = 1, cpus = 1,
     stdin = 1, args = 1, env = 1, on_stdout = 1, on_stderr = 1, cwd = 1, files = 1,
     libraries = 1, keep_plots = 1, artifacts = 1, artifacts_max = 1,
 }

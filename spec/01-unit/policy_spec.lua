@@ -306,7 +306,7 @@ describe("broken policy files", function()
     it("unknown key: names the file and the key, suggests the fix, lists allowed keys", function()
         local err, prefix = load_text("typo", 'return { limits = { memroy = "1G" } }')
         assert.equal(prefix .. 'limits.memroy: unknown key (did you mean "memory"?); allowed keys in '
-            .. "limits: cgroup, cpu, file_size, memory, open_files, output, processes, timeout, tmp, workspace", err)
+            .. "limits: cgroup, cpu, cpus, file_size, memory, open_files, output, processes, timeout, tmp, workspace", err)
         err = load_text("top", "return { limit = {} }")
         assert.matches('limit: unknown key (did you mean "limits"?); allowed keys: checks, description, '
             .. "env, extends, filesystem, libraries, limits, network, syscalls", err, 1, true)

@@ -32,6 +32,68 @@ describe("limits", function()
         assert.is_true(r.exit_code > 128)
     end)
 
+    it("CPU time of a run stopped by its wall clock is what it used, or absent #unpriv", function()
+        local r = assert(s:run("while True: pass", { timeout = 2 }))
+        assert.equal("timeout", r.limit)
+        if probe.cgroup_cpuacct then
+            -- the busy loop spun for most of 2 s (less on a loaded machine), and cannot have
+            -- used more CPU time than wall time: it has one thread
+            assert.is_number(r.cpu_ms)
+            assert.is_true(r.cpu_ms > 100, "cpu_ms " .. tostring(r.cpu_ms))
+            assert.is_true(r.cpu_ms <= r.duration_ms + 100, "cpu_ms " .. r.cpu_ms .. " in " .. r.duration_ms .. " ms")
+        else
+            assert.is_nil(r.cpu_ms) -- unknown: left out, never a wrong number
+        end
+        -- the CLI's JSON says the same (`make demo` shows this run)
+        local status, out = helpers.cli({ "run", "--json", "-t", "2", "-l", "python", "-c", "while True: pass" })
+        assert.equal(124, status)
+        local j = require("cjson").decode(out)
+        if probe.cgroup_cpuacct then
+            assert.is_true(j.cpu_ms > 100, out)
+        else
+            assert.is_nil(j.cpu_ms, out)
+        end
+        -- control: a run that ends on its own always says how much CPU time it used
+        r = assert(s:run("sum(range(10**6))"))
+        assert.is_true(r.cpu_ms > 0)
+    end)
+
+    it("cpus: a CPU quota caps a busy loop at that share of its wall time #unpriv", function()
+        local busy = "import time\nt = time.time()\nwhile time.time() - t < 2: pass"
+        -- a policy's quota is checked when it is loaded
+        local bad = helpers.write(os.tmpname() .. ".lua", 'return { extends = "default", limits = { cpus = 0 } }')
+        local _, perr = llmbox.session({ lang = "python", policy = bad })
+        os.remove(bad)
+        assert.matches("limits.cpus", perr, 1, true)
+        if not probe.cgroup_cpu then
+            local r, err = s:run(busy, { cpus = 0.5 })
+            assert.is_nil(r)
+            assert.matches("no cpu cgroup to enforce it", err, 1, true)
+            local p = helpers.write(os.tmpname() .. ".lua", 'return { extends = "default", limits = { cpus = 1 } }')
+            local s2, serr = llmbox.session({ lang = "python", policy = p })
+            os.remove(p)
+            assert.is_nil(s2)
+            assert.matches("sets a CPU quota", serr, 1, true)
+            return
+        end
+        local r = assert(s:run(busy, { cpus = 0.5, timeout = 20 }))
+        assert.equal(0, r.exit_code)
+        local share = r.cpu_ms / r.duration_ms
+        -- at most half a CPU, give or take the quota period; more than nothing on a loaded host
+        assert.is_true(share <= 0.6, ("share %.2f (cpu %d ms in %d ms)"):format(share, r.cpu_ms, r.duration_ms))
+        assert.is_true(share >= 0.1, ("share %.2f"):format(share))
+        -- the policy is the ceiling: a run may lower a policy's quota, never raise it
+        local p = helpers.write(os.tmpname() .. ".lua", 'return { extends = "default", limits = { cpus = 1 } }')
+        local capped = assert(llmbox.session({ lang = "python", policy = p }))
+        os.remove(p)
+        local _, err = capped:run("print(1)", { cpus = 2 })
+        assert.matches("cpus 2 exceeds the limit of policy", err, 1, true)
+        assert.equal("1\n", assert(capped:run("print(1)", { cpus = 0.5 })).stdout)
+        _, err = capped:run("print(1)", { cpus = 0.001 })
+        assert.matches("below the smallest CPU quota", err, 1, true)
+        capped:close()
+    end)
+
     it("memory", function()
         local r = assert(s:run("x = bytearray(400 * 1024 * 1024); print(len(x))", { memory = 64 * 1024 * 1024 }))
         assert.is_not.equal(0, r.exit_code)

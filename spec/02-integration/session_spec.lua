@@ -166,3 +166,75 @@ print("second", flush=True)
         assert.matches("closed", err)
     end)
 end)
+
+-- Every open session holds file descriptors (its namespaces); a run needs more while it runs
+-- (12 at most here: its pipes, both ends, at fork time). Sessions may not take the descriptors
+-- that runs need.
+describe("sessions and file descriptors #unpriv", function()
+    local q = helpers.shell_quote
+    local SCRIPT = [==[
+-- run by the llmbox CLI, or by plain LuaJIT from the source tree
+package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+package.cpath = "build/lib/?.so;" .. package.cpath
+local llmbox = require "llmbox"
+local cjson = require "cjson"
+local out = { limits = io.open("/proc/self/limits"):read("*a"):match("Max open files%s+(%d+)") }
+local sessions, max = {}, tonumber(arg[1]) or 1000
+while #sessions < max do
+    local s, err = llmbox.session({ lang = "shell" })
+    if not s then out.err = err break end
+    sessions[#sessions + 1] = s
+end
+out.open = #sessions
+out.runs_ok = 0
+for _, s in ipairs(sessions) do
+    local r, err = s:exec("echo ok")
+    if r and r.stdout == "ok\n" then out.runs_ok = out.runs_ok + 1 else out.run_err = err end
+end
+-- a run that copies a file out, too
+local last = sessions[#sessions]
+local ok, err = last:exec("echo data > /sandbox/f")
+ok, err = last:copy_from("/sandbox/f", os.tmpname())
+out.copy = ok and "ok" or err
+for _, s in ipairs(sessions) do s:close() end
+out.after_close = llmbox.session({ lang = "shell" }) and "ok" or "refused"
+io.write(cjson.encode(out), "\n")
+]==]
+
+    local function run(prefix, max)
+        local script = helpers.write(os.tmpname() .. ".lua", SCRIPT)
+        local p = io.popen(prefix .. " " .. q(script) .. " " .. (max or "") .. " 2>&1")
+        local text = p:read("*a")
+        p:close()
+        os.remove(script)
+        return require("cjson").decode(text:match("({.*})%s*$") or error("no result: " .. text))
+    end
+
+    it("refuses one more session with the numbers, and the runs of the open ones keep working", function()
+        local out = run("sh -c 'ulimit -n 256; exec \"$0\" script \"$1\" \"$2\"' " .. q(helpers.bin))
+        assert.equal("256", out.limits)
+        assert.matches("cannot open another sandbox session: this process has %d+ file descriptors open "
+            .. "and may have 256 %(ulimit %-n; the hard limit is 256%); each session holds 5", out.err)
+        assert.matches("Raise the limit (ulimit -n", out.err, 1, true)
+        -- (256 - 32 kept free - stdio and the Lua state's own) / 5 per session
+        assert.is_true(out.open >= 35 and out.open <= 45, "sessions: " .. out.open)
+        assert.equal(out.open, out.runs_ok, out.run_err)
+        assert.equal("ok", out.copy)
+        assert.equal("ok", out.after_close)
+    end)
+
+    it("the CLI raises its soft limit to the hard one; the library in another process does not", function()
+        -- more sessions than 128 descriptors could hold
+        local out = run("sh -c 'ulimit -Sn 128; exec \"$0\" script \"$1\" \"$2\"' " .. q(helpers.bin), 40)
+        local hard = io.popen("sh -c 'ulimit -Hn'"):read("*l")
+        assert.equal(hard, out.limits)
+        assert.equal(40, out.open, out.err)
+        assert.equal(40, out.runs_ok)
+        -- plain LuaJIT keeps the limit it was given, and gets the same clear refusal
+        out = run("cd " .. q(helpers.root) .. " && sh -c 'ulimit -Sn 128; exec luajit \"$0\"'")
+        assert.equal("128", out.limits)
+        assert.matches("may have 128 %(ulimit %-n; the hard limit is " .. hard .. "%)", out.err)
+        assert.is_true(out.open >= 12 and out.open <= 20, "sessions: " .. out.open)
+        assert.equal(out.open, out.runs_ok, out.run_err)
+    end)
+end)

@@ -138,4 +138,33 @@ while time.time() < end:
         assert.equal("hi\n", helpers.read(dst))
         os.remove(dst)
     end)
+
+    it("copies to and from bare file and directory names, relative to the current directory", function()
+        -- the README's own example: copy_from("/sandbox/output.txt", "output.txt")
+        local ffi = require "ffi"
+        pcall(ffi.cdef, "int chdir(const char *path);")
+        local cwd, dir = helpers.root, tmpdir()
+        assert.equal(0, ffi.C.chdir(dir))
+        finally(function()
+            ffi.C.chdir(cwd)
+            os.execute("rm -rf " .. q(dir))
+        end)
+        helpers.write("input.txt", "in")
+        assert(os.execute("mkdir indir && echo deep > indir/f") == 0)
+        assert(s:copy_to("input.txt", "in.txt"))
+        assert(s:copy_to("indir", "indir"))
+        assert(s:exec("cat /sandbox/in.txt > /sandbox/output.txt && cp -r /sandbox/indir /sandbox/outdir"))
+        assert(s:copy_from("/sandbox/output.txt", "output.txt"))
+        assert.equal("in", helpers.read("output.txt"))
+        assert(s:copy_from("outdir", "outdir")) -- a directory, to a name that does not exist yet
+        assert.equal("deep\n", helpers.read("outdir/f"))
+        assert(s:copy_from("/sandbox/output.txt", "output.txt")) -- and over an existing file
+        assert.equal("in", helpers.read("output.txt"))
+        assert.equal(".\n..\nindir\ninput.txt\noutdir\noutput.txt\n", (function()
+            local p = io.popen("ls -a")
+            local out = p:read("*a")
+            p:close()
+            return out
+        end)()) -- and no temporary file left behind
+    end)
 end)

@@ -72,6 +72,33 @@ while True:
     end)
 end)
 
+describe("exhaustion: the processes verdict does not depend on timing #unpriv", function()
+    it("a shell fork bomb that ends with status 0 is reported as the processes limit, on busy CPUs", function()
+        if not probe.cgroup_pids then
+            pending("needs a pids cgroup: without one a fork bomb only sees fork fail (RLIMIT_NPROC)")
+            return
+        end
+        -- both CPUs busy on the host: the runs are slow and their bombs may die out before
+        -- the supervisor looks, and the program's exit status is 0 (its last command succeeds)
+        local hogs = { A.spawn("sh -c 'while :; do :; done'"), A.spawn("sh -c 'while :; do :; done'") }
+        local s = A.session()
+        finally(function()
+            s:close()
+            for _, pid in ipairs(hogs) do A.host_kill(pid) end
+        end)
+        local seen = {}
+        for i = 1, 10 do
+            local r = assert(s:exec("b() { b | b & }; b; sleep 3", { processes = 32, timeout = 20 }))
+            seen[i] = tostring(r.limit)
+        end
+        assert.same({ "processes", "processes", "processes", "processes", "processes",
+            "processes", "processes", "processes", "processes", "processes" }, seen)
+        -- control: the same shell without a bomb is no limit
+        local r = assert(s:exec("true & sleep 0.1", { processes = 32 }))
+        assert.is_nil(r.limit)
+    end)
+end)
+
 describe("exhaustion: disks #unpriv", function()
     for _, pol in ipairs(A.POLICIES) do
         it("filling the workspace and /tmp gives ENOSPC; the next run can delete and write (" .. pol.name .. ")", function()

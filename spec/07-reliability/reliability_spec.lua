@@ -21,6 +21,61 @@ describe("reliability", function()
         assert.equal(480, total)
     end)
 
+    it("soak: counts what it created, not the host's totals, while other sandboxes come and go", function()
+        -- a neighbour that is running when the soak starts and finishes during it, and others
+        -- starting and stopping all along: none of them is the soak's to account for
+        local function background(cmd)
+            local p = io.popen("sh -c " .. q("exec " .. cmd) .. " </dev/null >/dev/null 2>&1 & echo $!")
+            local pid = p:read("*l")
+            p:close()
+            return pid
+        end
+        local neighbour = background(q(helpers.bin) .. " exec -- sleep 1")
+        local churn = background("sh -c " .. q("while :; do " .. q(helpers.bin) .. " exec -- sleep 0.2; done"))
+        finally(function() os.execute("kill " .. churn .. " " .. neighbour .. " 2>/dev/null") end)
+        local function running(pid) return sh("ps -o pid= -p " .. pid):match("%d") ~= nil end
+        local function sandboxes_of(pid) -- its per-run cgroups exist while its sandbox runs
+            local n = 0
+            for _, name in ipairs(require("llmbox.core").listdir("/sys/fs/cgroup/pids/llmbox") or {}) do
+                if name:match("^run%-" .. pid .. "%-") then n = n + 1 end
+            end
+            return n
+        end
+        for _ = 1, 50 do -- until the neighbour's sandbox runs
+            if not helpers.is_root() or sandboxes_of(neighbour) > 0 then break end
+            os.execute("sleep 0.05")
+        end
+        assert.is_true(running(neighbour), "the neighbour ended before the soak began: no test")
+        local rep = soak.run(2, 20, nil, { during = function()
+            for _ = 1, 100 do -- the neighbour finishes while the soak runs
+                if not running(neighbour) then break end
+                os.execute("sleep 0.05")
+            end
+        end })
+        assert.same({}, rep.problems, soak.describe(rep))
+        assert.is_false(running(neighbour))
+    end)
+
+    it("soak: a process or cgroup the soak leaves behind is reported (control)", function()
+        local rep = soak.run(1, 2, nil, { leak = true })
+        local leaked = {}
+        for _, p in ipairs(rep.left.processes) do leaked[#leaked + 1] = p:match("^%d+") end
+        finally(function() if #leaked > 0 then os.execute("kill " .. table.concat(leaked, " ")) end end)
+        assert.equal(1, #rep.left.processes, soak.describe(rep))
+        assert.matches("sleep", rep.left.processes[1])
+        assert.matches("left behind %(processes%)", table.concat(rep.problems, "\n"))
+        if helpers.is_root() and require("llmbox.core").probe().cgroup_pids then
+            assert.equal(1, #rep.left.cgroups, soak.describe(rep))
+            assert.matches("%-leak$", rep.left.cgroups[1])
+            os.execute("kill " .. table.concat(leaked, " "))
+            leaked = {}
+            for _ = 1, 50 do -- empty once the sleep is gone
+                if os.execute("rmdir " .. q(rep.left.cgroups[1]) .. " 2>/dev/null") == 0 then break end
+                os.execute("sleep 0.1")
+            end
+        end
+    end)
+
     it("a caller killed with SIGKILL mid-run leaves no process and no cgroup behind", function()
         local n = math.random(100, 999)
         local marker = "sleep 987." .. n
@@ -63,6 +118,27 @@ describe("reliability", function()
         end
         assert.equal(0, left)
         os.remove(out); os.remove(out .. ".pid")
+    end)
+
+    it("sweeps a dead caller's cgroups, but not an empty one from another pid namespace", function()
+        local base = "/sys/fs/cgroup/pids/llmbox"
+        if not (helpers.is_root() and require("llmbox.core").probe().cgroup_pids) then
+            pending("needs a pids cgroup llmbox may write to")
+            return
+        end
+        -- pid 4194303 runs nowhere here: in our pid namespace that means its creator is dead;
+        -- in another one (llmbox in a container, or as pid 1 of its own) it says nothing about
+        -- the creator, and an empty cgroup there may be one that a run is about to join
+        local ns = sh("readlink /proc/self/ns/pid"):match("%[(%d+)%]")
+        local dead_here = base .. "/run-4194303-1-1-" .. ns
+        local elsewhere = base .. "/run-4194303-1-2-" .. (tonumber(ns) + 1)
+        finally(function() os.execute("rmdir " .. q(dead_here) .. " " .. q(elsewhere) .. " 2>/dev/null") end)
+        assert.is_true(os.execute("mkdir " .. q(dead_here) .. " " .. q(elsewhere)) == 0)
+        local s = assert(llmbox.session({ lang = "shell" }))
+        assert(s:exec("true"))
+        s:close()
+        assert.is_nil(helpers.read(dead_here .. "/pids.max"), "a dead caller's cgroup was kept")
+        assert.is_truthy(helpers.read(elsewhere .. "/pids.max"), "another namespace's fresh cgroup was swept")
     end)
 
     it("out of disk on the host side: a clear error, the old file intact, no temporary left", function()

@@ -22,8 +22,6 @@ describe("mcp configuration #unpriv", function()
             { "SANDBOX_SECURITY_OPT=seccomp=unconfined", '"seccomp=unconfined" is refused' },
             { "SANDBOX_SECURITY_OPT=apparmor=unconfined", '"apparmor=unconfined" is refused' },
             { "SANDBOX_SECURITY_OPT=no-new-privileges:false", "cannot be turned off" },
-            { "SANDBOX_CPUS=2", "SANDBOX_CPUS=2 is refused: the native backend limits CPU time" },
-            { "SANDBOX_CPU_COUNT=1", "SANDBOX_CPU_COUNT=1 is refused" },
             { "SANDBOX_MEMORY=lots", "is not a size" },
             { "SANDBOX_MEMORY=4g", 'exceeds the memory limit of policy "default"' },
             { "SANDBOX_MEMORY=1m", "below 16m" },
@@ -134,5 +132,77 @@ describe("mcp configuration #unpriv", function()
         assert.is_nil(cfg.memory)
         assert.equal(600, cfg.session_idle)
         assert.same({ "default" }, cfg.policies)
+    end)
+end)
+
+describe("mcp configuration: CPU count #unpriv", function()
+    -- the seed's documented configurations set SANDBOX_CPU_COUNT=1: a cpu cgroup quota
+    local cpu_cgroup = select(5, require("llmbox.core").cgroup())
+
+    it("SANDBOX_CPU_COUNT and SANDBOX_CPUS set the cpus limit, or are refused where no cgroup can hold it", function()
+        local cfg, err = config.from_env({ SANDBOX_CPU_COUNT = "1" })
+        if not cpu_cgroup then
+            assert.is_nil(cfg)
+            assert.matches("SANDBOX_CPU_COUNT=1 cannot be honoured on this host: no cpu cgroup", err, 1, true)
+            local status, _, serr = start("SANDBOX_CPUS=0.5")
+            assert.equal(125, status)
+            assert.matches("SANDBOX_CPUS=0.5 cannot be honoured", serr, 1, true)
+            return
+        end
+        assert.is_truthy(cfg, err)
+        assert.equal(1, cfg.cpus)
+        assert.equal(1, assert(config.load_policy(cfg, "default")).limits.cpus)
+        cfg = assert(config.from_env({ SANDBOX_CPUS = "0.5" }))
+        assert.equal(0.5, assert(config.load_policy(cfg, "strict")).limits.cpus)
+        -- the server starts with it, and says so
+        local c = raw.start({ SANDBOX_CPU_COUNT = "1" })
+        local r = c:request(1, "initialize", { protocolVersion = "2025-06-18", capabilities = {},
+            clientInfo = { name = "t", version = "1" } })
+        assert.equal("2025-06-18", r.result.protocolVersion)
+        local _, stderr = c:close()
+        assert.matches("cpus=1", stderr, 1, true)
+    end)
+
+    it("refuses CPU counts it cannot honour, saying what to do", function()
+        local policy = helpers.write(os.tmpname() .. ".lua",
+            'return { extends = "default", limits = { cpus = 1 } }')
+        local cases = {
+            { "SANDBOX_CPUS=lots", "is not a CPU count" },
+            { "SANDBOX_CPU_COUNT=0", "is not a CPU count" },
+            { "SANDBOX_CPUS=0.001", "is not a CPU count" },
+        }
+        if cpu_cgroup then
+            cases[#cases + 1] = { "SANDBOX_CPUS=1 SANDBOX_CPU_COUNT=2", "disagree" }
+            cases[#cases + 1] = { "SANDBOX_CPUS=2 LLMBOX_POLICY=" .. policy,
+                "SANDBOX_CPUS 2 exceeds the cpus limit of policy" }
+        end
+        for _, case in ipairs(cases) do
+            local status, out, err = start(case[1])
+            assert.equal(125, status, case[1])
+            assert.equal("", out, case[1])
+            assert.matches(case[2], err, 1, true)
+        end
+        if cpu_cgroup then -- control: at the policy's ceiling
+            assert.equal(1, assert(config.load_policy(assert(config.from_env({ SANDBOX_CPUS = "1" })), policy)).limits.cpus)
+        end
+        os.remove(policy)
+    end)
+
+    it("applies SANDBOX_CPUS to the runs", function()
+        if not cpu_cgroup then
+            pending("needs a cpu cgroup (refused at startup here, see above)")
+            return
+        end
+        -- the program measures its own CPU share over about a second of busy loop
+        local code = "import os, time\nt0, c0 = time.time(), os.times()\n"
+            .. "while time.time() - t0 < 1: pass\n"
+            .. "c1 = os.times()\nprint(round((c1.user + c1.system - c0.user - c0.system) / (time.time() - t0), 2))"
+        local out = sdk.run("calls", { env = { SANDBOX_CPUS = "0.25" }, calls = {
+            { name = "execute_code", arguments = { code = code } },
+        } })
+        assert.is_nil(out.error, out.error)
+        local share = tonumber(out.results[1].structuredContent.stdout)
+        assert.is_truthy(share, out.results[1].structuredContent.stderr)
+        assert.is_true(share < 0.4, "CPU share " .. tostring(share) .. " with a quota of 0.25")
     end)
 end)

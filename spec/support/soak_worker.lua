@@ -1,11 +1,15 @@
--- One soak worker: `llmbox script spec/support/soak_worker.lua RUNS`. Runs RUNS fresh sandboxes
--- in a row, a mix of normal runs and runs ended by limits and timeouts, and prints one JSON line:
--- counts by outcome, unexpected results, and this process's fds and memory at 10% and at the end.
+-- One soak worker: `llmbox script spec/support/soak_worker.lua RUNS [POLICY] [leak]`. Runs RUNS
+-- fresh sandboxes in a row, a mix of normal runs and runs ended by limits and timeouts, and prints
+-- one JSON line: counts by outcome, unexpected results, and this process's fds and memory at 10%
+-- and at the end. Its sandboxes carry LLMBOX_SOAK from its environment, so that what they leave
+-- can be told from other users' (soak_lib.lua). `leak` leaves a process and a cgroup behind on
+-- purpose, as a control for that accounting.
 local cjson = require "cjson"
 local core = require "llmbox.core"
 
 local runs = tonumber(arg[1]) or 100
-local policy = arg[2] or "spec/fixtures/policies/default-nochecks.lua"
+local policy = (arg[2] or "") ~= "" and arg[2] or "spec/fixtures/policies/default-nochecks.lua"
+local env = { LLMBOX_SOAK = os.getenv("LLMBOX_SOAK") }
 
 local function fds() return #core.listdir("/proc/self/fd") end
 local function rss_kb()
@@ -32,7 +36,7 @@ local counts, bad = {}, {}
 local early_fds, early_rss
 for i = 1, runs do
     local k = kinds[(i - 1) % #kinds + 1]
-    local s, err = llmbox.session({ lang = "python", policy = policy })
+    local s, err = llmbox.session({ lang = "python", policy = policy, env = env })
     if not s then
         bad[#bad + 1] = "session: " .. tostring(err)
     else
@@ -51,5 +55,14 @@ for i = 1, runs do
     end
 end
 collectgarbage("collect")
+if arg[3] == "leak" then
+    -- a process (it inherits LLMBOX_SOAK), in a cgroup named after this worker where root may
+    -- make one: with a process in it, nobody's sweep of stale cgroups can remove it
+    local f = io.open("/proc/self/stat")
+    local cg = "/sys/fs/cgroup/pids/llmbox/run-" .. f:read("*a"):match("^%d+") .. "-leak"
+    f:close()
+    os.execute(("mkdir %s 2>/dev/null; sh -c 'echo $$ > %s/cgroup.procs 2>/dev/null; exec sleep 60' "
+        .. "</dev/null >/dev/null 2>&1 &"):format(cg, cg))
+end
 io.write(cjson.encode({ counts = counts, bad = bad, early_fds = early_fds, end_fds = fds(),
     early_rss_kb = early_rss, end_rss_kb = rss_kb() }), "\n")

@@ -53,6 +53,13 @@ function _M.open(policy, recipe)
                 .. "but this host offers none: %s"):format(policy.name, note)
         end
     end
+    if policy.limits.cpus then
+        local _, _, _, note, cpu = core.cgroup()
+        if not cpu then
+            return nil, ("policy %q sets a CPU quota (limits.cpus = %s), but this host offers no cpu "
+                .. "cgroup to enforce it: %s"):format(policy.name, tostring(policy.limits.cpus), note)
+        end
+    end
     local sc = policy.syscalls
     -- Resolve names here so a typo is reported with the policy file and the key, not just by C.
     for _, list in ipairs({ "deny", "allow" }) do

@@ -121,15 +121,25 @@ end
 checks.SANDBOX_MEMORY = memory("SANDBOX_MEMORY")
 checks.SANDBOX_MEM_LIMIT = memory("SANDBOX_MEM_LIMIT")
 
+-- A CPU count, as docker's --cpus takes it (fractions allowed): the run's cpu cgroup quota.
 local function cpus(name)
-    return function(v)
-        if not tonumber(v) or tonumber(v) <= 0 then
-            return nil, format("%s=%q is not a CPU count", name, v)
+    return function(v, cfg)
+        local n = tonumber(v)
+        if not n or n ~= n or n < 0.01 or n > 1024 then
+            return nil, format("%s=%q is not a CPU count: use a number of CPUs from 0.01 to 1024 (e.g. 1 or 0.5)", name, v)
         end
-        -- The native jail bounds CPU *time* per run (the policy's limits.cpu), not a share of
-        -- the machine's CPUs; refusing is better than a limit that silently is not there.
-        return nil, format("%s=%s is refused: the native backend limits CPU time per run "
-            .. "(the policy's limits.cpu), not the number of CPUs; unset %s", name, v, name)
+        if cfg.cpus and cfg.cpus ~= n then
+            return nil, format("SANDBOX_CPUS and SANDBOX_CPU_COUNT disagree (%s vs %s): set one of them",
+                tostring(cfg.cpus), tostring(n))
+        end
+        -- a quota nothing can enforce is refused now, not at the first call
+        local _, _, _, note, cpu_cgroup = require("llmbox.core").cgroup()
+        if not cpu_cgroup then
+            return nil, format("%s=%s cannot be honoured on this host: no cpu cgroup to hold the quota "
+                .. "(%s); unset %s, or see `llmbox doctor`", name, v, note, name)
+        end
+        cfg.cpus = n
+        return true
     end
 end
 checks.SANDBOX_CPUS = cpus("SANDBOX_CPUS")
@@ -242,6 +252,14 @@ function _M.load_policy(cfg, name)
         if cfg.memory > p.limits.memory then return nil, memory_refusal(cfg.memory, p, name) end
         p.limits.memory = cfg.memory
     end
+    if cfg.cpus then
+        if p.limits.cpus and cfg.cpus > p.limits.cpus then
+            return nil, format("SANDBOX_CPUS %s exceeds the cpus limit of policy %q (%s); "
+                .. "lower it or choose a policy that allows more (LLMBOX_POLICY)",
+                tostring(cfg.cpus), p.name, tostring(p.limits.cpus))
+        end
+        p.limits.cpus = cfg.cpus
+    end
     return p
 end
 
@@ -346,7 +364,8 @@ end
 -- The sandbox's environment-derived settings, for get_language_details and the log.
 function _M.describe(cfg)
     return format("backend=%s network=%s policy=%s%s session_idle=%gs", cfg.backend, cfg.network,
-        cfg.policy, cfg.memory and (" memory=" .. schema.format_size(cfg.memory)) or "", cfg.session_idle)
+        cfg.policy, (cfg.memory and (" memory=" .. schema.format_size(cfg.memory)) or "")
+        .. (cfg.cpus and (" cpus=" .. tostring(cfg.cpus)) or ""), cfg.session_idle)
 end
 
 return _M

@@ -5,7 +5,7 @@
 -- process killed with SIGKILL leaves no sandbox process behind.
 --
 -- Protocol: one JSON object per line on stdin, answered in order on stdout.
---   {"id":1,"op":"open","lang":"python","policy":"default","memory":N}  -> {"id":1,"result":{...}}
+--   {"id":1,"op":"open","lang":"python","policy":"default","memory":N,"cpus":N} -> {"id":1,"result":{...}}
 --        ("pool":true: instead of one session, a pool of two ready sandboxes; each run then gets a
 --        fresh sandbox, warm-started where the language can, and the pool refills after answering)
 --   {"id":2,"op":"run","code":"...","libraries":[...],"timeout":5,"stream":true}
@@ -72,7 +72,7 @@ function Worker:open(req)
     if self.session or self.pool then return nil, "a session is already open in this worker" end
     local llmbox = require "llmbox"
     local config = require "llmbox.mcp.config"
-    local p, err = config.load_policy({ memory = req.memory }, req.policy or "default")
+    local p, err = config.load_policy({ memory = req.memory, cpus = req.cpus }, req.policy or "default")
     if not p then return nil, err end
     if req.pool then
         local pool

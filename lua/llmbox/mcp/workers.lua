@@ -142,7 +142,7 @@ function _M.open(call, lang, policy)
     if not w then return nil, err end
     call.worker = w
     local res, oerr = w:request({ op = "open", lang = lang, policy = policy, memory = S.cfg.memory,
-        backend = S.cfg.backend })
+        cpus = S.cfg.cpus, backend = S.cfg.backend })
     if not res then
         w:kill()
         return nil, oerr
@@ -214,7 +214,7 @@ function _M.start_warm(lang)
     w.warm_lang = lang
     w.on_exit = function() S.warm_count[lang] = S.warm_count[lang] - 1 end
     local res, err = w:request({ op = "open", lang = lang, policy = S.cfg.policy, memory = S.cfg.memory,
-        backend = S.cfg.backend, pool = true })
+        cpus = S.cfg.cpus, backend = S.cfg.backend, pool = true })
     if not res then
         log("a warm %s worker could not start: %s", lang, tostring(err))
         w:kill()

@@ -311,6 +311,9 @@ local POLICY = {
                 -- a tmpfs with size=0 is *unlimited*, so zero must never reach the C core
                 workspace = { type = "size", default = DEFAULT_LIMITS.workspace, min = 64 * 1024 },
                 tmp = { type = "size", default = DEFAULT_LIMITS.tmp, min = 64 * 1024 },
+                -- a CPU quota in CPUs (0.5: half of one CPU's time); absent: none. Enforced by
+                -- the run's cpu cgroup; where none can be had, runs are refused, never unbounded
+                cpus = { type = "number", min = 0.01, max = 1024 },
                 -- "require": refuse to run where no cgroup can enforce memory and processes
                 -- (rlimits would still bound them, but less exactly and without reporting)
                 cgroup = { type = "enum", values = { "auto", "require" }, default = "auto" },

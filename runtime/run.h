@@ -1,0 +1,59 @@
+/* What the files of one run share, and nothing else includes:
+ *   chain.c      the process chain: starting it (lb_run_begin), stopping and reaping it
+ *   supervise.c  the caller's side while it runs: output, stdin, clock, caps (lb_run_finish)
+ *   verdict.c    the result: exit status, which limit fired, CPU time and memory
+ */
+#ifndef LLMBOX_RUN_H
+#define LLMBOX_RUN_H
+
+#include "internal.h"
+
+#include <sys/resource.h>
+
+/* Marks a report record as "execve of the program failed": the program's failure, not ours. */
+#define EXEC_MARK '\x01'
+
+/* What the run's init (C2) writes on the status pipe when the program has ended. */
+struct status_msg {
+	int wstatus;
+	int probe; /* spec->probe is a directory with entries */
+	struct rusage ru;
+};
+
+/* A started run: its first child, the host's ends of its pipes, its cgroups. Owned by the caller
+ * of lb_run_begin until lb_run_finish or lb_run_abandon frees it. */
+struct lb_pending {
+	bool prestarted;
+	pid_t c1;
+	int out, err, status, report, in, ctl; /* host ends, -1 when closed */
+	int stop; /* asks C1 to end the run (see lb_run_stop), -1 after */
+	bool ready;
+	lb_cgroup cg;
+	lb_limits limits;
+	double start;
+};
+
+double lb_now_ms(void);
+
+/* Ends the run's processes: C1 kills the run's init (and with it the whole pid namespace),
+ * reaps it and exits. Returns at once; calling it again does nothing. */
+void lb_run_stop(lb_pending *p);
+
+/* After lb_run_stop: reaps C1 and removes the cgroups. With `defer`, a run whose teardown need
+ * not be waited for is left to lb_reap instead, when there is room for it. */
+void lb_run_collect(lb_pending *p, bool defer);
+
+/* How the supervision ended, for the verdict. */
+struct run_outcome {
+	bool killed;	 /* the supervisor stopped the run (a limit, an error) */
+	bool got_status; /* the program's end was reported (by its init, or itself) */
+	struct status_msg final;
+	enum lb_limit limit; /* the limit the supervisor stopped the run for */
+};
+
+/* Fills res (but for the output) from the outcome, the setup report and the run's cgroups.
+ * Returns -1 with err filled when the sandbox, not the program, failed. */
+int lb_verdict(const lb_pending *p, const struct run_outcome *o, const lb_error *setup,
+	       const lb_cgroup_usage *usage, lb_result *res, lb_error *err);
+
+#endif

@@ -1,0 +1,408 @@
+/* The caller's side of a run while it runs (lb_run_finish): hand a prestarted program its
+ * request, stream stdout and stderr to on_output, feed stdin, read the program's end from its
+ * init (or from the program itself, on the fast path), and stop the run when a limit the
+ * supervisor enforces fires: the wall clock, the output cap, or a fork the pids limit refused.
+ * Then the verdict (verdict.c) and the teardown (chain.c). */
+#define _GNU_SOURCE
+#include "run.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+const char *lb_limit_name(enum lb_limit l)
+{
+	static const char *const names[] = {NULL,	 "timeout", "cpu",	"memory",
+					    "processes", "output",  "file_size"};
+	return (unsigned)l < sizeof names / sizeof names[0] ? names[l] : NULL;
+}
+
+struct buf {
+	char *data;
+	size_t len, cap;
+};
+
+static int buf_append(struct buf *b, const char *p, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *d = realloc(b->data, cap);
+		if (!d)
+			return -1;
+		b->data = d;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return 0;
+}
+
+enum { FD_OUT, FD_ERR, FD_STATUS, FD_IN, FD_CTL, N_FDS };
+
+/* Streamed output reaches on_output in whole lines where it can. Programs often write a line in
+ * pieces (python -u writes the text, then "\n"), and a caller that copies each chunk to a shared
+ * pipe (parallel `llmbox run | ...`) would interleave half lines. So a chunk is handed on up to
+ * its last newline, and the partial line after it waits for its end at most LINE_WAIT_MS (a
+ * prompt without a newline is not held back noticeably) or until LINE_HOLD_MAX bytes. Only the
+ * chunking changes: the stored output, the limits and the order of bytes are the same. */
+#define LINE_WAIT_MS  20
+#define LINE_HOLD_MAX 65536
+
+struct stream_state {
+	size_t sent;	   /* bytes of the stream's buffer handed to on_output */
+	double held_since; /* when the oldest byte not yet handed on arrived; 0: none */
+};
+
+/* pids.events is read at most this often while a run goes on, not on every chunk of output. */
+#define PIDS_CHECK_MS 100
+
+struct supervision {
+	lb_pending *p;
+	const lb_run_io *io;
+	lb_result *res;
+	lb_error *err;
+	int fd[N_FDS]; /* the host's ends, taken over from p; -1 once closed */
+	struct buf out[2];
+	struct stream_state streams[2];
+	double deadline; /* 0: none */
+	uint64_t max_output, total_out;
+	size_t stdin_off;
+	double pids_checked;
+	bool aborted; /* the caller's side failed: err is filled */
+	struct run_outcome o;
+	char report_line[128];
+	size_t report_len;
+};
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+}
+
+/* Prestarted runs: the request, then EOF (the program reads until the end); the socket stays
+ * open for the program's exit report (see llmbox.h). */
+static int hand_request(lb_pending *p, const lb_run_io *io, lb_error *err)
+{
+	const char *req = io->request ? io->request : "";
+	size_t off = 0;
+	while (off < io->request_len) {
+		ssize_t w = send(p->ctl, req + off, io->request_len - off, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return lb_fail_sys(err, errno,
+					   "handing the code to the prestarted program");
+		off += (size_t)w;
+	}
+	shutdown(p->ctl, SHUT_WR);
+	return 0;
+}
+
+/* Stops the run for `limit` (LB_LIMIT_NONE: the caller's side failed). Which limit fired must
+ * not depend on how often the loop looks: a fork the pids limit refused before this stop came
+ * first, even if the loop has not read pids.events since. */
+static void stop_for(struct supervision *s, enum lb_limit limit)
+{
+	if (s->o.killed)
+		return;
+	if (limit != LB_LIMIT_NONE && limit != LB_LIMIT_PROCESSES && s->p->limits.processes &&
+	    lb_cgroup_pids_refused(&s->p->cg))
+		limit = LB_LIMIT_PROCESSES;
+	lb_run_stop(s->p);
+	s->o.killed = true;
+	s->o.limit = limit;
+}
+
+/* The caller's side failed (the first failure is the one reported): the run is stopped and
+ * lb_run_finish returns the error. */
+static void abort_run(struct supervision *s, int code, const char *msg)
+{
+	if (!s->aborted)
+		lb_fail(s->err, code, "%s", msg);
+	stop_for(s, LB_LIMIT_NONE);
+	s->aborted = true;
+}
+
+/* Hands on what stream i (FD_OUT, FD_ERR) holds beyond what was sent: up to its last newline, or
+ * all of it when `all`. A failing callback aborts the run. */
+static void stream_out(struct supervision *s, int i, bool all)
+{
+	const struct buf *b = &s->out[i];
+	struct stream_state *st = &s->streams[i];
+	if (!s->io->on_output || s->aborted)
+		return;
+	size_t end = b->len;
+	if (!all && b->len - st->sent < LINE_HOLD_MAX) {
+		const char *nl = memrchr(b->data + st->sent, '\n', b->len - st->sent);
+		end = nl ? (size_t)(nl - b->data) + 1 : st->sent;
+	}
+	size_t from = st->sent;
+	if (end > from) {
+		st->sent = end;
+		st->held_since = 0;
+	}
+	if (st->sent < b->len && !st->held_since)
+		st->held_since = lb_now_ms();
+	if (end > from && s->io->on_output(s->io->ud, i == FD_OUT ? LB_STDOUT : LB_STDERR,
+					   b->data + from, end - from))
+		abort_run(s, ECANCELED, "the output callback failed");
+}
+
+/* A partial line whose end did not come in time, or whose stream ended. */
+static void flush_held(struct supervision *s)
+{
+	for (int i = FD_OUT; i <= FD_ERR; i++)
+		if (s->streams[i].held_since &&
+		    (s->fd[i] < 0 || lb_now_ms() - s->streams[i].held_since >= LINE_WAIT_MS))
+			stream_out(s, i, true);
+}
+
+/* One chunk of stdout (i = FD_OUT) or stderr (FD_ERR): kept up to the output cap, which stops
+ * the run, and passed to the caller's callback. */
+static void read_output(struct supervision *s, int i)
+{
+	char chunk[65536];
+	ssize_t r = read(s->fd[i], chunk, sizeof chunk);
+	if (r < 0 && errno == EINTR)
+		return;
+	if (r <= 0) {
+		close_fd(&s->fd[i]); /* what is held is handed on by flush_held */
+		return;
+	}
+	size_t keep = (size_t)r;
+	if (s->max_output && s->total_out + keep > s->max_output) {
+		keep = s->max_output - s->total_out;
+		stop_for(s, LB_LIMIT_OUTPUT);
+		s->res->truncated = true;
+	}
+	s->total_out += keep;
+	if (keep == 0)
+		return;
+	if (buf_append(&s->out[i], chunk, keep) < 0) {
+		abort_run(s, ENOMEM, "out of memory for the run's output");
+		return;
+	}
+	stream_out(s, i, false);
+}
+
+/* The init's record of the program's end; EOF when the init is gone without one. */
+static void read_status(struct supervision *s)
+{
+	struct status_msg m;
+	if (lb_read_full(s->fd[FD_STATUS], &m, sizeof m) == (ssize_t)sizeof m) {
+		s->o.final = m; /* the kernel's word wins over the program's report */
+		s->o.got_status = true;
+	} else {
+		close_fd(&s->fd[FD_STATUS]);
+	}
+}
+
+static void feed_stdin(struct supervision *s)
+{
+	const lb_run_io *io = s->io;
+	ssize_t w = lb_write_nosigpipe(s->fd[FD_IN], io->stdin_data + s->stdin_off,
+				       io->stdin_len - s->stdin_off);
+	if (w > 0)
+		s->stdin_off += (size_t)w;
+	if ((w < 0 && errno != EAGAIN && errno != EINTR) || s->stdin_off >= io->stdin_len)
+		close_fd(&s->fd[FD_IN]);
+}
+
+/* Prestarted programs: "exit STATUS UTIME_US STIME_US MAXRSS_KB PROBE\n" on the control socket
+ * says the program is done and how. */
+static void read_exit_report(struct supervision *s)
+{
+	ssize_t r = read(s->fd[FD_CTL], s->report_line + s->report_len,
+			 sizeof s->report_line - 1 - s->report_len);
+	if (r > 0)
+		s->report_len += (size_t)r;
+	s->report_line[s->report_len] = '\0';
+	int code, probe;
+	unsigned long long ut, st, rss;
+	if (!s->o.got_status && !s->o.killed && strchr(s->report_line, '\n') &&
+	    sscanf(s->report_line, "exit %d %llu %llu %llu %d", &code, &ut, &st, &rss, &probe) ==
+		    5 &&
+	    code >= 0 && code <= 255) {
+		struct status_msg *f = &s->o.final;
+		f->wstatus = code << 8;
+		f->ru.ru_utime.tv_sec = (time_t)(ut / 1000000);
+		f->ru.ru_utime.tv_usec = (suseconds_t)(ut % 1000000);
+		f->ru.ru_stime.tv_sec = (time_t)(st / 1000000);
+		f->ru.ru_stime.tv_usec = (suseconds_t)(st % 1000000);
+		f->ru.ru_maxrss = (long)rss;
+		f->probe = probe != 0;
+		s->o.got_status = true;
+		/* What is left of the run would die with its init anyway: end it now instead of
+		 * waiting for the interpreter's teardown. Not a kill for a limit. */
+		lb_run_stop(s->p);
+	}
+	if (r <= 0 || strchr(s->report_line, '\n') || s->report_len >= sizeof s->report_line - 1)
+		close_fd(&s->fd[FD_CTL]);
+}
+
+/* Milliseconds until `at` (at least 0), or `wait` when that comes first (-1: forever). */
+static int sooner(int wait, double at)
+{
+	double left = at - lb_now_ms();
+	int l = left <= 0 ? 0 : (int)left + 1;
+	return wait < 0 || l < wait ? l : wait;
+}
+
+/* How long poll may sleep: until the deadline, the next look at pids.events, or the time a
+ * held partial line is due. */
+static int poll_timeout(const struct supervision *s)
+{
+	int wait = -1;
+	if (s->p->cg.version && s->p->limits.processes)
+		wait = PIDS_CHECK_MS;
+	if (s->deadline && !s->o.killed)
+		wait = sooner(wait, s->deadline);
+	for (int i = FD_OUT; i <= FD_ERR; i++)
+		if (s->streams[i].held_since)
+			wait = sooner(wait, s->streams[i].held_since + LINE_WAIT_MS);
+	return wait;
+}
+
+static void check_clock_and_pids(struct supervision *s)
+{
+	if (s->o.killed)
+		return;
+	if (s->deadline && lb_now_ms() >= s->deadline) {
+		stop_for(s, LB_LIMIT_TIMEOUT);
+		return;
+	}
+	/* A fork bomb ends the run as soon as it shows. */
+	if (s->p->cg.version && s->p->limits.processes &&
+	    lb_now_ms() - s->pids_checked >= PIDS_CHECK_MS) {
+		s->pids_checked = lb_now_ms();
+		if (lb_cgroup_pids_refused(&s->p->cg))
+			stop_for(s, LB_LIMIT_PROCESSES);
+	}
+}
+
+/* Done when the output has ended and the status is in: the status pipe's own EOF waits for the
+ * teardown of the run's namespaces, which the result does not need. */
+static void supervise(struct supervision *s)
+{
+	int *fd = s->fd;
+	while (fd[FD_OUT] >= 0 || fd[FD_ERR] >= 0 || (fd[FD_STATUS] >= 0 && !s->o.got_status)) {
+		struct pollfd pf[N_FDS];
+		for (int i = 0; i < N_FDS; i++)
+			pf[i] = (struct pollfd){.fd = fd[i],
+						.events = i == FD_IN ? POLLOUT : POLLIN};
+		int n = poll(pf, N_FDS, poll_timeout(s));
+		if (n < 0 && errno != EINTR) {
+			int code = errno;
+			char msg[128];
+			snprintf(msg, sizeof msg, "poll: %s", strerror(code));
+			abort_run(s, code, msg);
+			break;
+		}
+		const short ready = POLLIN | POLLHUP | POLLERR;
+		for (int i = FD_OUT; i <= FD_ERR && n > 0; i++)
+			if (pf[i].revents & ready)
+				read_output(s, i);
+		flush_held(s);
+		if (n > 0 && fd[FD_STATUS] >= 0 && (pf[FD_STATUS].revents & ready))
+			read_status(s);
+		if (n > 0 && fd[FD_IN] >= 0 && (pf[FD_IN].revents & (POLLOUT | POLLERR | POLLHUP)))
+			feed_stdin(s);
+		if (n > 0 && fd[FD_CTL] >= 0 && (pf[FD_CTL].revents & ready))
+			read_exit_report(s);
+		check_clock_and_pids(s);
+	}
+}
+
+static char *take_buf(struct buf *b, size_t *len)
+{
+	char *d = b->data ? b->data : strdup("");
+	*len = b->data ? b->len : 0;
+	b->data = NULL;
+	return d;
+}
+
+int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *err)
+{
+	memset(res, 0, sizeof *res);
+	if (p->ctl >= 0) {
+		if (hand_request(p, io, err) < 0) {
+			lb_run_abandon(p);
+			return -1;
+		}
+		p->start = lb_now_ms(); /* its wall clock starts with the request */
+	}
+	struct supervision s = {.p = p, .io = io, .res = res, .err = err};
+	double timeout = io->timeout > 0 ? io->timeout : p->limits.timeout;
+	s.deadline = timeout > 0 ? p->start + timeout * 1e3 : 0;
+	s.max_output = io->output ? io->output : p->limits.output;
+	s.pids_checked = p->start;
+	int *owned[N_FDS] = {&p->out, &p->err, &p->status, &p->in, &p->ctl};
+	for (int i = 0; i < N_FDS; i++) {
+		s.fd[i] = *owned[i];
+		*owned[i] = -1;
+	}
+	if (s.fd[FD_IN] >= 0 && (!io->stdin_data || io->stdin_len == 0))
+		close_fd(&s.fd[FD_IN]);
+
+	supervise(&s);
+
+	for (int i = 0; i < N_FDS; i++)
+		close_fd(&s.fd[i]);
+	res->duration_ms = lb_now_ms() - p->start;
+	lb_error setup = {0};
+	bool setup_failed = lb_read_report(p->report, &setup);
+	/* Read before the cgroups may go to the graveyard below. */
+	lb_cgroup_usage usage;
+	lb_cgroup_read(&p->cg, &usage);
+	/* A prestarted run that ended normally is collected later (see lb_reap). */
+	lb_run_collect(p, p->prestarted && s.o.got_status && !s.o.killed && !setup_failed);
+	int rc = -1;
+	if (!s.aborted &&
+	    lb_verdict(p, &s.o, setup_failed ? &setup : NULL, &usage, res, err) == 0) {
+		if (setup_failed && setup.msg[0] == EXEC_MARK) {
+			/* The command could not be started: told like a shell would. */
+			buf_append(&s.out[1], "llmbox: ", 8);
+			buf_append(&s.out[1], setup.msg + 1, strlen(setup.msg + 1));
+			buf_append(&s.out[1], "\n", 1);
+			/* streamed like the program's own stderr would have been */
+			stream_out(&s, FD_ERR, true);
+		}
+		res->out = take_buf(&s.out[0], &res->out_len);
+		res->err = take_buf(&s.out[1], &res->err_len);
+		rc = 0;
+	}
+	lb_run_abandon(p); /* frees what is left */
+	free(s.out[0].data);
+	free(s.out[1].data);
+	return rc;
+}
+
+int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_result *res,
+	   lb_error *err)
+{
+	lb_pending *p;
+	memset(res, 0, sizeof *res);
+	if (spec->prestart)
+		return lb_fail(err, EINVAL, "lb_run: a prestarted run needs lb_run_begin");
+	if (lb_run_begin(j, spec, filter, &p, err) < 0)
+		return -1;
+	lb_run_io io = {.stdin_data = spec->stdin_data,
+			.stdin_len = spec->stdin_len,
+			.on_output = spec->on_output,
+			.ud = spec->ud};
+	return lb_run_finish(p, &io, res, err);
+}
+
+void lb_result_free(lb_result *res)
+{
+	free(res->out);
+	free(res->err);
+	res->out = res->err = NULL;
+}

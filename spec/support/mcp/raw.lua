@@ -69,6 +69,8 @@ end
 
 -- Runs the loop until `pred()` or `timeout` seconds.
 local function run_until(pred, timeout)
+    -- uv.now() is the loop's cached time: stale by however long the caller ran without the loop
+    uv.update_time()
     local deadline = uv.now() + (timeout or 10) * 1000
     local t = uv.new_timer()
     t:start(20, 20, function() end) -- wakes the loop so the deadline is checked
@@ -93,6 +95,7 @@ function Conn:response(id, timeout)
     for i, msg in ipairs(self.skipped) do
         if msg.id == id then return table.remove(self.skipped, i) end
     end
+    uv.update_time()
     local deadline = uv.now() + (timeout or 10) * 1000
     while uv.now() < deadline do
         local msg = self:recv((deadline - uv.now()) / 1000)

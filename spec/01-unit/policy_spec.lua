@@ -1,14 +1,14 @@
 -- llmbox.policy: the shipped presets, inheritance, the search path, and the errors an operator
 -- sees for a broken policy file.
 local policy = require "llmbox.policy"
+local helpers = require "spec.helpers"
 local ffi = require "ffi"
 
 pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
 pcall(ffi.cdef, "int unsetenv(const char *name);")
 
 local function mktemp_dir()
-    local p = os.tmpname()
-    os.remove(p)
+    local p = helpers.tmppath()
     assert(os.execute("mkdir -p '" .. p .. "'"))
     return p
 end

@@ -11,7 +11,7 @@ describe("containment #unpriv", function()
     local function py(code) return assert(s:run(code)) end
 
     it("does not show host files outside the runtime paths", function()
-        local secret = helpers.write(os.tmpname(), "HOST-SECRET-1234")
+        local secret = helpers.write(helpers.tmpname(), "HOST-SECRET-1234")
         local r = py(([[
 import os
 print(os.path.exists(%q), os.path.exists('/root'), os.path.exists('/home'), os.path.exists('/etc/shadow'))
@@ -107,7 +107,7 @@ print(open('/proc/self/uid_map').read().split())
     end)
 
     it("leaks no file descriptor of the caller", function()
-        local f = assert(io.open(os.tmpname(), "w")) -- LuaJIT opens without O_CLOEXEC
+        local f = assert(io.open(helpers.tmpname(), "w")) -- LuaJIT opens without O_CLOEXEC
         local r = py("import os; print(sorted(os.listdir('/proc/self/fd')))")
         f:close()
         assert.equal("['0', '1', '2', '3']\n", r.stdout) -- 3 is listdir's own
@@ -185,7 +185,7 @@ print('survived')
         assert.equal("", r.stdout)
         -- i386 write(1, "PWNED\n", 6) through int 0x80: killed by the filter (SIGSYS), or by the
         -- kernel where IA32 emulation is compiled out (SIGSEGV); either way nothing is written.
-        local c = helpers.write(os.tmpname(), [[
+        local c = helpers.write(helpers.tmpname(), [[
 static const char msg[] = "PWNED\n";
 int main(void) {
     long r;

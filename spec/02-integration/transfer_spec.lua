@@ -5,8 +5,7 @@ local helpers = require "spec.helpers"
 local q = helpers.shell_quote
 
 local function tmpdir()
-    local d = os.tmpname()
-    os.remove(d)
+    local d = helpers.tmppath()
     assert(os.execute("mkdir -p " .. q(d)) == 0)
     return d
 end
@@ -38,7 +37,7 @@ describe("file transfer #unpriv", function()
     end)
 
     it("never follows symlinks planted in the workspace, and says what it skipped", function()
-        local secret = helpers.write(os.tmpname(), "HOST-SECRET-" .. math.random(1e9))
+        local secret = helpers.write(helpers.tmpname(), "HOST-SECRET-" .. math.random(1e9))
         assert(s:exec("mkdir -p /sandbox/d/sub && echo ok > /sandbox/d/real.txt && "
             .. "ln -s /etc/passwd /sandbox/d/passwd && ln -s / /sandbox/d/root && "
             .. "ln -s ../../.. /sandbox/d/sub/up && ln -s " .. q(secret) .. " /sandbox/d/secret && mkfifo /sandbox/d/fifo"))
@@ -114,7 +113,7 @@ while time.time() < end:
     end)
 
     it("never loses what was at the destination when a copy fails", function()
-        local dst = helpers.write(os.tmpname(), "precious")
+        local dst = helpers.write(helpers.tmpname(), "precious")
         local ok, err = s:copy_from("/sandbox/missing.txt", dst)
         assert.is_nil(ok)
         assert.equal("precious", helpers.read(dst))

@@ -58,7 +58,7 @@ io.write(cjson.encode(out), "\n")
 
 describe("reaping", function()
     it("leaves no zombie when llmbox is pid 1 and runs are stopped, fail or are pooled", function()
-        local script = helpers.write(os.tmpname() .. ".lua", SCRIPT)
+        local script = helpers.write(helpers.tmppath(".lua"), SCRIPT)
         local policy = helpers.root .. "/spec/fixtures/policies/default-nochecks.lua"
         local p = io.popen(("unshare --pid --fork --mount-proc %s script %s %s 2>&1"):format(
             q(helpers.bin), q(script), q(policy)))

@@ -82,7 +82,7 @@ describe("reliability", function()
         -- matches the whole command line of the sleeps only: not the caller's, the shell's in
         -- the sandbox, or the searching commands' (pgrep -x -f)
         local pattern = "sleep 987[.]" .. n
-        local out = os.tmpname()
+        local out = helpers.tmpname()
         os.execute(("%s exec -- sh -c %s > %s 2>&1 & echo $! > %s.pid"):format(q(helpers.bin),
             q(marker .. " & " .. marker), out, out))
         local pid = helpers.read(out .. ".pid"):match("%d+")
@@ -142,8 +142,7 @@ describe("reliability", function()
     end)
 
     it("out of disk on the host side: a clear error, the old file intact, no temporary left", function()
-        local dir = os.tmpname()
-        os.remove(dir)
+        local dir = helpers.tmppath()
         assert.is_true(os.execute("mkdir -p " .. q(dir) .. " && mount -t tmpfs -o size=256k tmpfs " .. q(dir)) == 0)
         helpers.write(dir .. "/keep", "old")
         local s = assert(llmbox.session({ lang = "shell" }))
@@ -158,7 +157,7 @@ describe("reliability", function()
     end)
 
     it("a missing runtime path is an error naming the path, not a weaker jail", function()
-        local p = helpers.write(os.tmpname() .. ".lua", [[
+        local p = helpers.write(helpers.tmppath(".lua"), [[
 return { extends = "default", filesystem = { ro = { "/usr", "/opt/no-such-runtime" } } }]])
         local s, err = llmbox.session({ lang = "python", policy = p })
         assert.is_nil(s)
@@ -172,7 +171,7 @@ return { extends = "default", filesystem = { ro = { "/usr", "/opt/no-such-runtim
         assert.equal(125, st)
         assert.matches("LLMBOX_CGROUP=/nonexistent/llmbox cannot be used", err, 1, true)
         -- a policy that requires cgroups, on a host where this user has none: refused
-        local p = helpers.write(os.tmpname() .. ".lua", 'return { extends = "default", limits = { cgroup = "require" } }')
+        local p = helpers.write(helpers.tmppath(".lua"), 'return { extends = "default", limits = { cgroup = "require" } }')
         local version = require("llmbox.core").cgroup()
         local s, serr = llmbox.session({ lang = "python", policy = p })
         if version == 0 then
@@ -189,7 +188,7 @@ end)
 
 describe("reliability, unprivileged #unpriv", function()
     it("a policy that requires cgroups is refused where this user has none", function()
-        local p = helpers.write(os.tmpname() .. ".lua", 'return { extends = "default", limits = { cgroup = "require" } }')
+        local p = helpers.write(helpers.tmppath(".lua"), 'return { extends = "default", limits = { cgroup = "require" } }')
         local version, _, _, note = require("llmbox.core").cgroup()
         local s, err = llmbox.session({ lang = "python", policy = p })
         os.remove(p)

@@ -164,7 +164,7 @@ describe("mcp configuration: CPU count #unpriv", function()
     end)
 
     it("refuses CPU counts it cannot honour, saying what to do", function()
-        local policy = helpers.write(os.tmpname() .. ".lua",
+        local policy = helpers.write(helpers.tmppath(".lua"),
             'return { extends = "default", limits = { cpus = 1 } }')
         local cases = {
             { "SANDBOX_CPUS=lots", "is not a CPU count" },

@@ -20,7 +20,8 @@ local CGROUP_BASES = {
     "/sys/fs/cgroup/cpu/llmbox", "/sys/fs/cgroup/llmbox",
 }
 
-local read = require("llmbox.util").read_file
+local util = require "llmbox.util"
+local read = util.read_file
 
 local function ours(name, pids)
     local pid = name:match("^run%-(%d+)%-") or name:match("llmbox%-(%d+)$")
@@ -74,8 +75,9 @@ function _M.run(workers, runs, bin, opts)
     opts = opts or {}
     local token = ("%d-%d"):format(os.time(), math.random(1e9))
     local outs, pids = {}, {}
+    local outdir = assert(util.private_dir("llmbox-soak"))
     for w = 1, workers do
-        outs[w] = os.tmpname()
+        outs[w] = outdir .. "/worker-" .. w
         -- exec: the worker's pid is the one its cgroups and temporary files are named after
         local p = io.popen(("LLMBOX_SOAK=%s sh -c 'exec \"$0\" script spec/support/soak_worker.lua %d \"\" %s' %s > %s 2>&1 & echo $!")
             :format(token, runs, opts.leak and "leak" or "", bin, outs[w]))
@@ -117,8 +119,8 @@ function _M.run(workers, runs, bin, opts)
                 problems[#problems + 1] = ("worker %d: memory grew from %d to %d KiB"):format(w, r.early_rss_kb, r.end_rss_kb)
             end
         end
-        os.remove(outs[w])
     end
+    util.remove_tree(outdir)
     for _, kind in ipairs({ "processes", "cgroups", "tmp_files", "mounts" }) do
         for _, what in ipairs(left[kind]) do
             problems[#problems + 1] = ("left behind (%s): %s"):format(kind, what)

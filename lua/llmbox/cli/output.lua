@@ -123,7 +123,7 @@ function _M.result_json(r)
         truncated = r.truncated,
         signal = r.signal or json.null,
         phase = r.phase or json.null,
-        cpu_ms = r.cpu_ms,
+        cpu_ms = r.cpu_ms and math.floor(r.cpu_ms * 1000 + 0.5) / 1000,
         plots = plots_json(r.plots),
         warnings = r.warnings and setmetatable(r.warnings, json.array_mt) or nil,
     })

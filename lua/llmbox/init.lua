@@ -32,10 +32,12 @@ function _M.run(code, opts)
     return r, rerr, report
 end
 
---- Code checks without a sandbox: check(code, { lang = "python", policy = "default" }) -> report
+--- Code checks without a sandbox: check(code, { lang = "python", policy = "default" }) -> report.
+--- Without a policy, the one a session would get ($LLMBOX_POLICY, else "default"): checking code
+--- under another policy than the one that would run it answers the wrong question.
 function _M.check(code, opts)
     opts = opts or {}
-    local p, err = policy.load(opts.policy or "default")
+    local p, err = session.load_policy(opts.policy)
     if not p then return nil, err end
     local recipe = opts.lang and recipes.get(opts.lang)
     if opts.lang and not recipe then return nil, select(2, recipes.get(opts.lang)) end

@@ -126,6 +126,28 @@ describe("llmbox CLI #unpriv", function()
         assert.is_true(#j.violations >= 1)
     end)
 
+    it("honours $LLMBOX_POLICY in every command that takes -p, and -p wins over it", function()
+        -- a policy whose checks only warn: with it, `import subprocess` is safe to check and runs
+        local warn = helpers.write(helpers.tmpname(".lua"), 'return { extends = "default", checks = { mode = "warn" } }')
+        local env = "LLMBOX_POLICY=" .. helpers.shell_quote(warn)
+        local st, out = cli({ "check", "--json", "-c", "import subprocess" }, { env = env })
+        assert.equal(1, st)
+        assert.same({ "warn", false }, { cjson.decode(out).mode, cjson.decode(out).blocked })
+        local err
+        st, _, err = cli({ "run", "-q", "-c", "import subprocess" }, { env = env })
+        assert.equal(0, st, err)
+        st, out = cli({ "check", "--json", "-p", "default", "-c", "import subprocess" }, { env = env })
+        assert.equal(1, st)
+        assert.same({ "enforce", true }, { cjson.decode(out).mode, cjson.decode(out).blocked })
+        -- a policy that cannot be loaded fails each command, named, instead of falling back
+        local missing = helpers.tmppath(".lua")
+        for _, args in ipairs({ { "check", "-c", "1" }, { "run", "-c", "1" }, { "exec", "--", "true" } }) do
+            st, _, err = cli(args, { env = "LLMBOX_POLICY=" .. helpers.shell_quote(missing) })
+            assert.equal(125, st, args[1])
+            assert.matches(missing, err, 1, true)
+        end
+    end)
+
     it("lists languages with versions", function()
         local st, out = cli({ "langs", "--json" })
         assert.equal(0, st)

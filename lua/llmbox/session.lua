@@ -136,11 +136,27 @@ local RUN_OPTS = { -- probe is internal (set by run)
 local PLOTS_DIR = "/tmp/llmbox/plots"
 local CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
+-- Copies and artifacts reach the workspace only, as the README promises. The C side also takes
+-- the jail's /tmp, which holds llmbox's own files (the code, a run's plots): run() collects those
+-- itself through the handle, never through these public doors.
+local WORKSPACE = "/sandbox"
+
+local function outside_workspace(path)
+    if path:sub(1, 1) == "/" and path:sub(1, #WORKSPACE + 1) ~= WORKSPACE .. "/" then
+        return format("path %s is outside the workspace: use a path under %s/ or one relative to it", path, WORKSPACE)
+    end
+end
+
 local function check_opts(opts, level)
     if opts == nil then return {} end
     if type(opts) ~= "table" then error("run options must be a table", level + 1) end
     for k in pairs(opts) do
         if not RUN_OPTS[k] then error(format("run: unknown option %q", tostring(k)), level + 1) end
+    end
+    local a = opts.artifacts
+    if a ~= nil and a ~= true and a ~= false then
+        if type(a) ~= "string" then error("artifacts must be true or a directory under /sandbox/", level + 1) end
+        if outside_workspace(a) then error("artifacts: " .. outside_workspace(a), level + 1) end
     end
     for _, k in ipairs({ "on_stdout", "on_stderr" }) do
         if opts[k] ~= nil and type(opts[k]) ~= "function" then error(k .. " must be a function", level + 1) end
@@ -419,12 +435,14 @@ end
 function Session:copy_to(src, dst)
     if type(src) ~= "string" or type(dst) ~= "string" then error("copy_to(host_path, sandbox_path)", 2) end
     if not self.handle then return nil, "session is closed" end
+    if outside_workspace(dst) then return nil, outside_workspace(dst) end
     return self.handle:copy_in(src, dst)
 end
 
 function Session:copy_from(src, dst, max)
     if type(src) ~= "string" or type(dst) ~= "string" then error("copy_from(sandbox_path, host_path)", 2) end
     if not self.handle then return nil, "session is closed" end
+    if outside_workspace(src) then return nil, outside_workspace(src) end
     return self.handle:copy_out(src, dst, max or self.policy.limits.workspace)
 end
 

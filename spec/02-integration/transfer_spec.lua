@@ -112,6 +112,31 @@ while time.time() < end:
         os.execute("rm -rf " .. q(dst))
     end)
 
+    it("copies only beneath /sandbox: the jail's /tmp (where llmbox keeps the code) is refused", function()
+        assert(s:exec("mkdir -p /tmp/d && echo t > /tmp/d/f && echo w > /sandbox/f"))
+        local dst = helpers.write(helpers.tmpname(), "precious")
+        for _, path in ipairs({ "/tmp/d/f", "/tmp/d", "/tmp/llmbox", "/dev/shm/x", "/sandbox", "/" }) do
+            local ok, err = s:copy_from(path, dst)
+            assert.is_nil(ok, path)
+            assert.matches("outside the workspace: use a path under /sandbox/", err, 1, true)
+            assert.matches(path, err, 1, true)
+            assert.equal("precious", helpers.read(dst), path)
+            ok, err = s:copy_to(dst, path)
+            assert.is_nil(ok, path)
+            assert.matches("outside the workspace", err, 1, true)
+        end
+        -- a run's artifacts come from the workspace too, refused before the code runs
+        assert.error_matches(function()
+            s:run("open('/tmp/d/g', 'w').write('x')", { artifacts = "/tmp/d" })
+        end, "artifacts: path /tmp/d is outside the workspace", 1, true)
+        assert.equal("f\n", assert(s:exec("ls /tmp/d")).stdout) -- the code did not run
+        -- controls: the workspace, by absolute and by relative path
+        assert(s:copy_from("/sandbox/f", dst))
+        assert.equal("w\n", helpers.read(dst))
+        assert(s:copy_from("f", dst))
+        os.remove(dst)
+    end)
+
     it("never loses what was at the destination when a copy fails", function()
         local dst = helpers.write(helpers.tmpname(), "precious")
         local ok, err = s:copy_from("/sandbox/missing.txt", dst)

@@ -228,7 +228,7 @@ typedef struct lb_probe {
 	bool is_root;
 	bool userns; /* an unprivileged-style user namespace can be created */
 	char userns_error[256];
-	bool seccomp;
+	bool seccomp;	    /* a seccomp filter loaded in a test child */
 	bool mount_setattr; /* kernel >= 5.12 */
 	bool openat2;	    /* kernel >= 5.6 */
 	int cgroup_version; /* 0 none usable, 1, 2 */

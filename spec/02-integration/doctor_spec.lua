@@ -1,0 +1,110 @@
+-- `llmbox doctor` through the real binary: it opens a real jail, runs programs in it that hit
+-- each limit, and says where every line comes from.
+local helpers = require "spec.helpers"
+local cjson = require "cjson"
+local core = require "llmbox.core"
+
+local q = helpers.shell_quote
+local LIMITS = { "timeout", "cpu", "memory", "processes", "cpus", "open_files", "file_size", "output", "workspace" }
+
+-- `llmbox doctor --json` run by `sh -c PREFIX`; status and the decoded report
+local function doctor_json(prefix)
+    local out = helpers.tmpname()
+    local cmd = (prefix or "") .. q(helpers.bin) .. " doctor --json >" .. q(out) .. " 2>&1 </dev/null"
+    local ok, _, code = os.execute(cmd)
+    local status = type(ok) == "number" and math.floor(ok / 256) or code
+    local text = helpers.read(out)
+    os.remove(out)
+    local j = cjson.decode(text)
+    return status, j, text
+end
+
+describe("llmbox doctor #unpriv", function()
+    it("opens a real jail, runs /bin/true in it and reports what happened, with timings", function()
+        local st, j, text = doctor_json()
+        assert.equal(0, st, text)
+        assert.is_true(j.ok)
+        local jail = j.jail
+        assert.is_true(jail.ok, text)
+        assert.equal("jail", jail.source)
+        assert.equal(0, jail.exit_code)
+        for _, k in ipairs({ "open_ms", "run_ms", "close_ms" }) do
+            assert.is_number(jail[k], k)
+            assert.is_true(jail[k] >= 0, k)
+        end
+        -- what the program saw from inside: not root, no capabilities, no_new_privs, a filter
+        assert.is_true(jail.uid > 0)
+        assert.equal("0000000000000000", jail.capabilities)
+        assert.is_true(jail.no_new_privs)
+        assert.is_true(jail.seccomp)
+    end)
+
+    it("tries every limit in that jail and says whether it fired, was denied or was set", function()
+        local _, j, text = doctor_json()
+        local probe = core.probe()
+        for _, name in ipairs(LIMITS) do
+            local l = j.limits[name]
+            assert.is_table(l, name)
+            assert.is_true(l.ok, name .. ": " .. tostring(l.detail))
+            assert.equal("jail", l.source, name)
+            assert.is_number(l.ms, name)
+            assert.is_string(l.detail, name)
+        end
+        -- the supervisor's and the rlimits' limits fire on every host
+        for _, name in ipairs({ "timeout", "file_size", "output" }) do
+            assert.equal("fired", j.limits[name].result, name)
+        end
+        for _, name in ipairs({ "cpu", "open_files", "workspace" }) do
+            assert.equal("set", j.limits[name].result, name)
+        end
+        -- the cgroup limits fire where the host has those controllers (this host has them: the
+        -- core is not skipped here); without them the program's fork or allocation is denied
+        assert.equal(probe.cgroup_memory and "fired" or "denied", j.limits.memory.result, text)
+        assert.equal(probe.cgroup_pids and "fired" or "denied", j.limits.processes.result, text)
+        assert.equal(probe.cgroup_cpu and "set" or "unavailable", j.limits.cpus.result, text)
+        -- lines that are facts, not probes, say so
+        local sources = {}
+        for _, c in ipairs(j.checks) do sources[c.name] = c.source end
+        assert.equal("fact", sources.kernel)
+        assert.equal("probe", sources["user namespaces"])
+        assert.equal("probe", sources.seccomp)
+        for _, b in ipairs(j.backends) do
+            if b.name ~= "native" then assert.equal("fact", b.source, b.name) end
+        end
+    end)
+
+    it("marks where each line comes from in its text output", function()
+        local st, out = helpers.cli({ "doctor" })
+        assert.equal(0, st, out)
+        assert.matches("Sandbox test", out, 1, true)
+        assert.matches("%[ ok %] jail%s+ran /bin/true", out)
+        assert.matches("timeout%s+fired", out)
+        assert.matches("(probe)", out, 1, true)
+        assert.matches("(fact)", out, 1, true)
+    end)
+
+    it("reports a jail that cannot be created and exits non-zero (no user namespaces)", function()
+        -- under a seccomp filter that refuses CLONE_NEWUSER, as a container's default profile does
+        local wrap = "luajit " .. q(helpers.root .. "/spec/support/no_userns.lua") .. " "
+        local st, j, text = doctor_json(wrap)
+        assert.equal(1, st, text)
+        assert.is_false(j.ok)
+        assert.is_false(j.jail.ok)
+        assert.matches("creating namespaces", j.jail.error, 1, true)
+        assert.matches("Operation not permitted", j.jail.error, 1, true)
+        for _, c in ipairs(j.checks) do
+            if c.name == "user namespaces" then
+                assert.is_false(c.ok)
+                assert.matches("sysctl", c.fix, 1, true)
+            end
+        end
+        for _, name in ipairs(LIMITS) do
+            assert.is_false(j.limits[name].ok, name)
+            assert.equal("not tried", j.limits[name].result, name)
+        end
+        -- control: the same kind of filter without the CLONE_NEWUSER rules leaves the doctor happy
+        st, j, text = doctor_json(wrap .. "--control ")
+        assert.equal(0, st, text)
+        assert.is_true(j.jail.ok)
+    end)
+end)

@@ -41,11 +41,12 @@ local function jail_test(llmbox)
     j.run_ms = round(ms)
     if r then
         j.exit_code = r.exit_code
-        local st = assert(s:exec("id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status", { timeout = 10 }))
-        j.uid = tonumber(st.stdout:match("^(%d+)\n"))
-        j.capabilities = st.stdout:match("CapEff:%s*(%x+)")
-        j.no_new_privs = st.stdout:match("NoNewPrivs:%s*(%d)") == "1"
-        j.seccomp = st.stdout:match("Seccomp:%s*(%d)") == "2" -- 2: a filter is loaded
+        local st = s:exec("id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status", { timeout = 10 })
+        local out = st and st.stdout or ""
+        j.uid = tonumber(out:match("^(%d+)\n"))
+        j.capabilities = out:match("CapEff:%s*(%x+)")
+        j.no_new_privs = out:match("NoNewPrivs:%s*(%d)") == "1"
+        j.seccomp = out:match("Seccomp:%s*(%d)") == "2" -- 2: a filter is loaded
     end
     if not r then
         j.ok, j.error = false, "running /bin/true: " .. tostring(err)

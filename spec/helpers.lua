@@ -86,6 +86,22 @@ function _M.is_root()
     return _M.uid() == "0"
 end
 
+-- The directories llmbox makes per-run cgroups in on this host: v2's base ($LLMBOX_CGROUP or
+-- /sys/fs/cgroup/llmbox) or v1's per controller; {} where it can make none. A spec that looks
+-- for leftovers in v1's paths only would find none on a v2 host, and pass without looking.
+function _M.cgroup_bases()
+    local version = require("llmbox.core").cgroup()
+    if version == 2 then
+        local env = os.getenv("LLMBOX_CGROUP")
+        return { env and env ~= "" and env or "/sys/fs/cgroup/llmbox" }
+    elseif version == 1 then
+        local out = {}
+        for _, c in ipairs({ "memory", "pids", "cpuacct", "cpu" }) do out[#out + 1] = "/sys/fs/cgroup/" .. c .. "/llmbox" end
+        return out
+    end
+    return {}
+end
+
 -- Runs `llmbox ARGS...`; returns exit status, stdout, stderr. `opts.stdin` feeds standard input,
 -- `opts.env` ("NAME=value ...") goes before the command, `opts.merge` sends stderr to stdout.
 function _M.cli(args, opts)

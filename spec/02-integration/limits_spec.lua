@@ -74,7 +74,7 @@ describe("limits", function()
             os.remove(p)
             assert.is_nil(s2)
             assert.matches("sets a CPU quota", serr, 1, true)
-            return
+            pending("the quota itself needs a cpu cgroup; here it is refused, as asserted (" .. probe.cgroup_note .. ")")
         end
         local r = assert(s:run(busy, { cpus = 0.5, timeout = 20 }))
         assert.equal(0, r.exit_code)
@@ -105,13 +105,17 @@ describe("limits", function()
         end
     end)
 
-    it("number of processes: a fork bomb ends", function()
+    it("number of processes: a fork bomb ends, reported as the processes limit", function()
         local r = assert(s:exec("b() { b | b & }; b; sleep 5", { processes = 16, timeout = 20 }))
         assert.is_false(r.timed_out)
-        if probe.cgroup_pids then assert.equal("processes", r.limit) end
         -- and the next run works
-        r = assert(s:exec({ "echo", "ok" }))
-        assert.equal("ok\n", r.stdout)
+        local r2 = assert(s:exec({ "echo", "ok" }))
+        assert.equal("ok\n", r2.stdout)
+        if not probe.cgroup_pids then
+            pending("the verdict needs a pids cgroup: without one, RLIMIT_NPROC only makes fork fail ("
+                .. probe.cgroup_note .. ")")
+        end
+        assert.equal("processes", r.limit)
     end)
 
     it("open files #unpriv", function()

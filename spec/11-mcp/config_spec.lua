@@ -147,7 +147,7 @@ describe("mcp configuration: CPU count #unpriv", function()
             local status, _, serr = start("SANDBOX_CPUS=0.5")
             assert.equal(125, status)
             assert.matches("SANDBOX_CPUS=0.5 cannot be honoured", serr, 1, true)
-            return
+            pending("setting the quota needs a cpu cgroup; here it is refused, as asserted")
         end
         assert.is_truthy(cfg, err)
         assert.equal(1, cfg.cpus)
@@ -166,26 +166,29 @@ describe("mcp configuration: CPU count #unpriv", function()
     it("refuses CPU counts it cannot honour, saying what to do", function()
         local policy = helpers.write(helpers.tmppath(".lua"),
             'return { extends = "default", limits = { cpus = 1 } }')
-        local cases = {
+        finally(function() os.remove(policy) end)
+        local function refused(cases)
+            for _, case in ipairs(cases) do
+                local status, out, err = start(case[1])
+                assert.equal(125, status, case[1])
+                assert.equal("", out, case[1])
+                assert.matches(case[2], err, 1, true)
+            end
+        end
+        refused({
             { "SANDBOX_CPUS=lots", "is not a CPU count" },
             { "SANDBOX_CPU_COUNT=0", "is not a CPU count" },
             { "SANDBOX_CPUS=0.001", "is not a CPU count" },
-        }
-        if cpu_cgroup then
-            cases[#cases + 1] = { "SANDBOX_CPUS=1 SANDBOX_CPU_COUNT=2", "disagree" }
-            cases[#cases + 1] = { "SANDBOX_CPUS=2 LLMBOX_POLICY=" .. policy,
-                "SANDBOX_CPUS 2 exceeds the cpus limit of policy" }
+        })
+        if not cpu_cgroup then
+            pending("the checks of valid counts need a cpu cgroup: without one any count is refused (see above)")
         end
-        for _, case in ipairs(cases) do
-            local status, out, err = start(case[1])
-            assert.equal(125, status, case[1])
-            assert.equal("", out, case[1])
-            assert.matches(case[2], err, 1, true)
-        end
-        if cpu_cgroup then -- control: at the policy's ceiling
-            assert.equal(1, assert(config.load_policy(assert(config.from_env({ SANDBOX_CPUS = "1" })), policy)).limits.cpus)
-        end
-        os.remove(policy)
+        refused({
+            { "SANDBOX_CPUS=1 SANDBOX_CPU_COUNT=2", "disagree" },
+            { "SANDBOX_CPUS=2 LLMBOX_POLICY=" .. policy, "SANDBOX_CPUS 2 exceeds the cpus limit of policy" },
+        })
+        -- control: at the policy's ceiling
+        assert.equal(1, assert(config.load_policy(assert(config.from_env({ SANDBOX_CPUS = "1" })), policy)).limits.cpus)
     end)
 
     it("applies SANDBOX_CPUS to the runs", function()

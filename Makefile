@@ -19,11 +19,13 @@ PKGS    := luajit libseccomp libcap libarchive
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 HARDEN  := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIC
+# Only what runtime/llmbox.h marks LB_EXPORT leaves core.so (spec/04-install/symbols_spec.lua).
+VISIBILITY := -fvisibility=hidden
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2
 DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive 2>/dev/null)
 LUA_LIBS   = $(shell $(PKG_CONFIG) --libs luajit 2>/dev/null)
-ALL_CFLAGS = $(WARN) $(HARDEN) $(CFLAGS) $(DEP_CFLAGS)
+ALL_CFLAGS = $(WARN) $(HARDEN) $(VISIBILITY) $(CFLAGS) $(DEP_CFLAGS)
 ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
 
 CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtime/jail.c \

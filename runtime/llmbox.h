@@ -242,4 +242,16 @@ typedef struct lb_probe {
 
 void lb_probe_host(lb_probe *p);
 
+/* ---- the Lua module (lua_core.c) ---- */
+
+/* Everything is built with -fvisibility=hidden: core.so exports only what is marked LB_EXPORT,
+ * so another library in the same process (an nginx worker, a daemon) can neither call the
+ * jail's internals nor have its own symbols of the same names bound in their place. The CLI
+ * and the fuzz targets link the objects directly and need no export. */
+#define LB_EXPORT __attribute__((visibility("default")))
+
+struct lua_State;
+/* require "llmbox.core" */
+LB_EXPORT int luaopen_llmbox_core(struct lua_State *L);
+
 #endif

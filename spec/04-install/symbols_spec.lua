@@ -1,0 +1,34 @@
+-- What the built C code exports: core.so is a Lua module, so its one public symbol is the
+-- module's entry point. Everything else is built with -fvisibility=hidden and stays internal:
+-- another library loaded into the same process (an nginx worker, a daemon) can neither call
+-- into the jail's internals nor have its own symbols of the same name bound in their place.
+local helpers = require "spec.helpers"
+local q = helpers.shell_quote
+
+-- the names of the defined symbols in a file's dynamic symbol table
+local function exported(file)
+    local p = assert(io.popen("nm -D --defined-only " .. q(file) .. " 2>&1"))
+    local names = {}
+    for line in p:lines() do
+        local name = line:match("^%x*%s+%a%s+(%S+)$")
+        assert(name, "unexpected nm output: " .. line)
+        names[#names + 1] = name
+    end
+    p:close()
+    table.sort(names)
+    return names
+end
+
+describe("exported symbols #unpriv", function()
+    it("core.so exports luaopen_llmbox_core and nothing else", function()
+        assert.same({ "luaopen_llmbox_core" }, exported(helpers.root .. "/build/lib/llmbox/core.so"))
+    end)
+
+    it("the llmbox binary exports none of the core's internals", function()
+        local leaked = {}
+        for _, name in ipairs(exported(helpers.bin)) do
+            if name:match("^lb_") or name:match("^native_") then leaked[#leaked + 1] = name end
+        end
+        assert.same({}, leaked)
+    end)
+end)

@@ -43,7 +43,7 @@ DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccom
 # DEPS_TEST: a `:=` assignment expands what it names at once.
 DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby python3-pip \
               python3-matplotlib python3-numpy python3-plotly python3-seaborn r-cran-ggplot2
-DEPS_TEST  := lua-busted clang-format luarocks procps $(DEPS_LANGS)
+DEPS_TEST  := lua-busted lua-check clang-format luarocks procps $(DEPS_LANGS)
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test soak lint format install uninstall clean paths
 
@@ -110,6 +110,7 @@ soak: deps-test
 	@./spec/support/soak.sh $(SOAK_WORKERS) $(SOAK_RUNS)
 
 lint: deps-test
+	@luacheck -q --formatter plain lua policies spec bench examples && echo "luacheck (.luacheckrc): ok"
 	@echo "clang-format check"
 	@clang-format --dry-run --Werror $(CORE_SRC) runtime/main.c $(HEADERS)
 	@$(MAKE) --no-print-directory clean >/dev/null

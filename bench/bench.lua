@@ -241,7 +241,6 @@ local function make_file(path, mib)
     for i = 1, mib * 4 do f:write(chunk) end
     f:close()
 end
-local copies = {}
 for _, c in ipairs({ { "1m", 1, N.copy_small }, { "100m", 100, N.copy_big } }) do
     local tag, mib, iters = c[1], c[2], c[3]
     local host = tmpdir .. "/in-" .. tag
@@ -272,7 +271,6 @@ for _, c in ipairs({ { "1m", 1, N.copy_small }, { "100m", 100, N.copy_big } }) d
     end
     s:close()
     os.remove(host)
-    copies[#copies + 1] = { r_in, r_out }
 end
 os.execute("rm -rf '" .. tmpdir .. "'")
 pool:close()

@@ -65,11 +65,8 @@ function _M.spawn(argv, opts)
         C.posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0)
     end
     C.posix_spawn_file_actions_adddup2(fa, out[1], 1)
-    if opts.stderr_separate then
-        -- stderr stays the caller's (workers report failures there)
-    else
-        C.posix_spawn_file_actions_adddup2(fa, out[1], 2)
-    end
+    -- with stderr_separate, stderr stays the caller's (workers report failures there)
+    if not opts.stderr_separate then C.posix_spawn_file_actions_adddup2(fa, out[1], 2) end
     local pid = ffi.new("int[1]")
     local cv, keep = cargv(argv)
     local rc = C.posix_spawn(pid, argv[1], fa, nil, cv, C.environ)

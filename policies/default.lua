@@ -289,7 +289,8 @@ return {
                             "%f[%w_$]import%s*%(%s*[\"'`]%s*[\"'`]%s*[^%s)]" } },
                     { id = "computed-require", severity = "high", strings = false,
                         message = "loads a module whose name is put together from pieces",
-                        patterns = { "%f[%w_$]require%s*%(%s*[\"'`]%s*[\"'`]%s*%+", "%f[%w_$]import%s*%(%s*[\"'`]%s*[\"'`]%s*%+" } },
+                        patterns = { "%f[%w_$]require%s*%(%s*[\"'`]%s*[\"'`]%s*%+",
+                            "%f[%w_$]import%s*%(%s*[\"'`]%s*[\"'`]%s*%+" } },
                     { id = "eval", severity = "medium", strings = false, message = "evaluates a string as code",
                         patterns = { "%f[%w_$.]eval%s*%(", "%f[%w_$]Function%s*%(" } },
                     -- process["bin" + "ding"], globalThis["require"]: members reached by a computed name

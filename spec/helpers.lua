@@ -120,7 +120,7 @@ function _M.cli(args, opts)
     if opts.env then cmd = opts.env .. " " .. cmd end
     -- opts.merge: standard error goes where standard output goes, as on a terminal
     local redirect = opts.merge and (" >" .. shell_quote(out) .. " 2>&1") or (" >" .. shell_quote(out) .. " 2>" .. shell_quote(err))
-    local ok, how, code = os.execute(cmd .. redirect)
+    local ok, _, code = os.execute(cmd .. redirect)
     -- LuaJIT (5.1 semantics): os.execute returns the raw wait status.
     local status = type(ok) == "number" and math.floor(ok / 256) or code
     local o, e = _M.read(out), _M.read(err)

@@ -4,7 +4,7 @@
 --   125  llmbox itself failed: bad usage, bad policy, or the sandbox could not be created,
 --   126  the code was refused by an enforcing policy check (run), or is unsafe (check: 1).
 local json = require "llmbox.json"
-local args = require "llmbox.cli.args"
+local cli_args = require "llmbox.cli.args"
 local output = require "llmbox.cli.output"
 
 local io, ipairs, tostring, tonumber = io, ipairs, tostring, tonumber
@@ -128,13 +128,13 @@ end
 function _M.run(argv)
     local llmbox = require "llmbox"
     local recipes = require "llmbox.recipes"
-    local opts, pos = args.parse(argv, RUN_SPEC)
+    local opts, pos = cli_args.parse(argv, RUN_SPEC)
     if not opts then return die(pos .. " (see llmbox --help)") end
-    local timeout, terr = args.timeout(opts.timeout)
+    local timeout, terr = cli_args.timeout(opts.timeout)
     if terr then return die(terr) end
-    local libraries, lerr = args.libraries(opts.libraries)
+    local libraries, lerr = cli_args.libraries(opts.libraries)
     if lerr then return die(lerr) end
-    local code, err = args.code(opts, pos)
+    local code, err = cli_args.code(opts, pos)
     if not code then return die(err) end
     local lang = opts.lang
     if not lang and pos[1] and pos[1] ~= "-" then
@@ -161,11 +161,11 @@ end
 
 function _M.exec(argv)
     local llmbox = require "llmbox"
-    local opts, pos = args.parse(argv, EXEC_SPEC)
+    local opts, pos = cli_args.parse(argv, EXEC_SPEC)
     if not opts then return die(pos .. " (see llmbox --help)") end
     local cmd = opts.rest or pos
     if #cmd == 0 then return die("exec needs a command: llmbox exec [OPTIONS] -- CMD [ARGS...]") end
-    local timeout, terr = args.timeout(opts.timeout)
+    local timeout, terr = cli_args.timeout(opts.timeout)
     if terr then return die(terr) end
     local s, err = llmbox.session({ policy = opts.policy, backend = opts.backend })
     if not s then return die(err) end
@@ -178,9 +178,9 @@ end
 
 function _M.check(argv)
     local llmbox = require "llmbox"
-    local opts, pos = args.parse(argv, CHECK_SPEC)
+    local opts, pos = cli_args.parse(argv, CHECK_SPEC)
     if not opts then return die(pos .. " (see llmbox --help)") end
-    local code, err = args.code(opts, pos)
+    local code, err = cli_args.code(opts, pos)
     if not code then return die(err) end
     local lang = opts.lang
     if not lang and pos[1] and pos[1] ~= "-" then

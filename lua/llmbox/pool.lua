@@ -39,7 +39,7 @@ local util = require "llmbox.util"
 local now_ms = util.now_ms
 local type, pairs, ipairs, tostring, format = type, pairs, ipairs, tostring, string.format
 local co_running, co_yield, co_resume = coroutine.running, coroutine.yield, coroutine.resume
-local remove, insert = table.remove, table.insert
+local remove = table.remove
 
 local _M = { _VERSION = "0.1.0" }
 local Pool = {}
@@ -357,8 +357,8 @@ function Pool:_handoff()
         local slot = self:_take_idle()
         if not slot then
             if self.n_busy >= self.settings.max then return end
-            local err
-            slot, err = self:_new_slot(false)
+            -- a failed start leaves the waiter queued: its acquisition_timeout reports the failure
+            slot = self:_new_slot(false)
             if not slot then return end
         end
         local w = remove(self.waiters, 1)

@@ -1,5 +1,5 @@
 -- Small helpers shared by the library: UTF-8 repair for JSON output, module-relative paths.
-local byte, char, sub, concat = string.byte, string.char, string.sub, table.concat
+local byte, sub, concat = string.byte, string.sub, table.concat
 local floor = math.floor
 
 local ffi = require "ffi"

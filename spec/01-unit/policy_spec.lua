@@ -410,7 +410,7 @@ describe("broken policy files", function()
         local err, prefix = load_text("nothing", "local x = 1")
         assert.equal(prefix .. "the file must return a table such as return { description = \"...\", "
             .. 'limits = { memory = "512M" } }, got nil', err)
-        err, prefix = load_text("str", 'return "default"')
+        err = load_text("str", 'return "default"')
         assert.matches('got string "default"$', err)
     end)
 

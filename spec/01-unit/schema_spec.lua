@@ -1,5 +1,6 @@
 -- llmbox.schema: the validator behind policies. Assertions are on the messages operators read.
 local schema = require "llmbox.schema"
+local _ -- the placeholder for values a spec ignores
 
 local check = schema.check
 

@@ -1,5 +1,6 @@
 -- The CLI contract, through the real binary.
 local helpers = require "spec.helpers"
+local _ -- the placeholder for values a spec ignores
 local cjson = require "cjson"
 local cli = helpers.cli
 
@@ -23,6 +24,7 @@ describe("llmbox CLI #unpriv", function()
         assert.equal("['a', '-b']\n", out)
         local sh = helpers.write(helpers.tmpname(".sh"), 'echo "shell: $1"')
         st, out = cli({ "run", sh, "x" })
+        assert.equal(0, st)
         assert.equal("shell: x\n", out)
         os.remove(f); os.remove(sh)
     end)
@@ -165,6 +167,7 @@ describe("llmbox CLI #unpriv", function()
             assert.is_string(by[name] and by[name].version, name .. " has no version")
         end
         st, out = cli({ "langs" })
+        assert.equal(0, st)
         assert.matches("python", out)
     end)
 
@@ -209,6 +212,7 @@ return 3
         assert.equal(0, st)
         assert.matches("Exit status", out)
         st, out = cli({ "--version" })
+        assert.equal(0, st)
         assert.matches("^llmbox %d+%.%d+%.%d+", out)
         st = cli({ "frobnicate" })
         assert.equal(125, st)
@@ -297,12 +301,15 @@ describe("llmbox CLI messages #unpriv", function()
         -- apart: standard error gets no stray empty line
         local err
         st, out, err = cli({ "run", "-t", "0.5", "-c", code })
+        assert.equal(124, st)
         assert.equal("abc", out)
         assert.equal("llmbox: the run was stopped: wall-clock timeout (0.5 s) reached\n", err)
         st, out, err = cli({ "run", "-t", "0.5", "-c", (code:gsub("stdout", "stderr")) })
+        assert.equal(124, st)
         assert.equal("", out)
         assert.equal("abc\nllmbox: the run was stopped: wall-clock timeout (0.5 s) reached\n", err)
         st, out = cli({ "run", "-t", "0.5", "-c", "import time; print('done'); time.sleep(30)" }, { merge = true })
+        assert.equal(124, st)
         assert.equal("done\nllmbox: the run was stopped: wall-clock timeout (0.5 s) reached\n", out)
     end)
 

@@ -61,7 +61,9 @@ c = socket.create_connection(srv.getsockname()); print('loopback ok')
     it("cannot reach a listener on the host's loopback", function()
         -- the host side: a listener on 127.0.0.1 in the test process's namespace
         local port = 40000 + math.random(1000, 9999)
-        local srv = io.popen("exec python3 -c 'import socket,time;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind((\"127.0.0.1\"," .. port .. "));s.listen(5);print(\"up\",flush=True);time.sleep(8)'", "r")
+        local server = "import socket,time;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);"
+            .. "s.bind((\"127.0.0.1\"," .. port .. "));s.listen(5);print(\"up\",flush=True);time.sleep(8)"
+        local srv = io.popen("exec python3 -c '" .. server .. "'", "r")
         assert.equal("up", srv:read("*l"))
         local r = py(([[
 import socket

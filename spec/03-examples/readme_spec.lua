@@ -81,8 +81,8 @@ describe("README", function()
             it(title .. " is a policy that loads", function()
                 local path = dir .. "/policy-" .. b.n .. ".lua"
                 helpers.write(path, text)
-                local p, perr = require("llmbox.policy").load(path)
-                assert.is_truthy(p, perr)
+                local loaded, perr = require("llmbox.policy").load(path)
+                assert.is_truthy(loaded, perr)
             end)
         elseif b.kind == "file" then
             it(title .. " is " .. b.arg, function()

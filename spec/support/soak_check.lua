@@ -2,7 +2,6 @@
 -- `make soak`. Prints a summary and exits non-zero on any leak or unexpected result.
 package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
-local cjson = require "cjson"
 local soak = require "support.soak_lib"
 
 local workers, runs = tonumber(arg[1]) or 8, tonumber(arg[2]) or 500

@@ -35,7 +35,6 @@ function _M.is_word_byte(c)
     return c and (c >= 48 and c <= 57 or c >= 65 and c <= 90 or c >= 97 and c <= 122 or c == 95
         or c >= 128)
 end
-local is_word_byte = _M.is_word_byte
 
 -- A segment collector: kinds[k] is "line" / "block" (comments) or "str" (string contents),
 -- covering bytes starts[k]..stops[k]. Scanners emit in increasing order.

@@ -331,9 +331,9 @@ local FINDERS = {
 
 function _M.find(p)
     local list, seen = {}, {}
-    local finder = FINDERS[p.lang]
-    if finder then
-        finder(p, list, seen)
+    local find_lang = FINDERS[p.lang]
+    if find_lang then
+        find_lang(p, list, seen)
     end
     table_sort(list, function(a, b)
         if a.line ~= b.line then

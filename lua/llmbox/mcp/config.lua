@@ -217,12 +217,12 @@ function checks.LLMBOX_MCP_WARM(v, cfg)
     return true
 end
 
--- The policies that would allow `memory`, by name, with their limit: "LLMBOX_POLICY=permissive (2G)".
-local function policies_allowing(memory)
+-- The policies that would allow `bytes` of memory, by name, with their limit: "LLMBOX_POLICY=permissive (2G)".
+local function policies_allowing(bytes)
     local out = {}
     for _, entry in ipairs(policy_mod.list()) do
         local p = not entry.error and policy_mod.load(entry.name)
-        if p and p.limits.memory >= memory then
+        if p and p.limits.memory >= bytes then
             out[#out + 1] = format("LLMBOX_POLICY=%s (%s)", entry.name, schema.format_size(p.limits.memory))
         end
     end
@@ -230,11 +230,11 @@ local function policies_allowing(memory)
 end
 
 -- SANDBOX_MEMORY above a policy's limit: which policy to choose instead, or how to write one.
-local function memory_refusal(memory, p, name)
-    local size = schema.format_size(memory)
+local function memory_refusal(bytes, p, name)
+    local size = schema.format_size(bytes)
     local msg = format("SANDBOX_MEMORY %s exceeds the memory limit of policy %q (%s); lower it, or ", size,
         p.name, schema.format_size(p.limits.memory))
-    local allowing = policies_allowing(memory)
+    local allowing = policies_allowing(bytes)
     if #allowing > 0 then
         return msg .. format("choose a policy that allows %s: %s", size, concat(allowing, ", "))
     end

@@ -115,7 +115,8 @@ function _M.remove_stale(base, me)
     while req do
         local name = uv.fs_scandir_next(req)
         if not name then break end
-        if name:sub(1, #_M.PREFIX) == _M.PREFIX and #name == #_M.PREFIX + 6 and stale(base .. "/" .. name, me) and _M.remove(base .. "/" .. name) then
+        local ours = name:sub(1, #_M.PREFIX) == _M.PREFIX and #name == #_M.PREFIX + 6
+        if ours and stale(base .. "/" .. name, me) and _M.remove(base .. "/" .. name) then
             removed[#removed + 1] = name
         end
     end

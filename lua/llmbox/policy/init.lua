@@ -147,8 +147,8 @@ local function read_text(path)
     return t
 end
 
-local function unchanged(files)
-    for _, f in ipairs(files) do
+local function unchanged(read)
+    for _, f in ipairs(read) do
         if read_text(f[1]) ~= f[2] then return false end
     end
     return true
@@ -181,10 +181,10 @@ function _M.load(what)
     end
     reading = {}
     local ok, p, err = pcall(load_resolved, name_or_err, path, {})
-    local files = reading
+    local read = reading
     reading = nil
     if not ok then error(p, 0) end
-    if p then cache[path] = { name = name_or_err, files = files, policy = schema.deep_copy(p) } end
+    if p then cache[path] = { name = name_or_err, files = read, policy = schema.deep_copy(p) } end
     return p, err
 end
 

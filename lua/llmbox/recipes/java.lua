@@ -35,7 +35,8 @@ return {
     version = { "/bin/sh", "-c", '. "$(readlink -f /usr/bin/java | sed "s|/bin/java$||")/release" '
         .. '&& echo "OpenJDK $JAVA_RUNTIME_VERSION"' },
     checks = "java",
-    example = 'public class Main {\n    public static void main(String[] args) {\n        System.out.println("hello from java");\n    }\n}',
+    example = 'public class Main {\n    public static void main(String[] args) {\n'
+        .. '        System.out.println("hello from java");\n    }\n}',
     details = {
         package_manager = "maven/gradle (not available: no network in the sandbox)",
         preinstalled = { "the Java SE 17 standard library" },

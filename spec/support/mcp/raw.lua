@@ -30,7 +30,7 @@ function _M.start(env, opts)
         c.status, c.signal = code, signal
     end)
     assert(c.handle, c.pid)
-    c.stdout:read_start(function(err, data)
+    c.stdout:read_start(function(_, data)
         if not data then c.out_eof = true return end
         -- look for newlines in the new data only: a long line arrives in many reads
         local start = 1
@@ -43,7 +43,7 @@ function _M.start(env, opts)
         end
         c.buf = c.buf .. data:sub(start)
     end)
-    c.errpipe:read_start(function(err, data)
+    c.errpipe:read_start(function(_, data)
         if data then c.stderr = c.stderr .. data end
     end)
     return c

@@ -13,7 +13,21 @@ enum lb_backend_cap {
 	LB_CAP_NETWORK_POLICY = 1 << 2,	      /* network can be cut to loopback */
 	LB_CAP_SECCOMP = 1 << 3,	      /* the policy's syscall rules are enforced */
 	LB_CAP_IMAGES = 1 << 4,		      /* runs inside container images */
+	LB_CAP_INTERACTIVE = 1 << 5,	      /* one interpreter lives across runs (cells) */
+	LB_CAP_EXISTING_SANDBOX = 1 << 6,     /* attaches to a sandbox llmbox did not create */
+	LB_CAP_EGRESS = 1 << 7,		      /* outbound network that never reaches the host */
 };
+
+/* Capability bits and the names Lua sees (core.backends(), `llmbox backends`), in one place. */
+#define LB_CAP_NAMES(X)                                                                            \
+	X(LB_CAP_POOL, "pool")                                                                     \
+	X(LB_CAP_PERSISTENT_WORKSPACE, "persistent_workspace")                                     \
+	X(LB_CAP_NETWORK_POLICY, "network_policy")                                                 \
+	X(LB_CAP_SECCOMP, "seccomp")                                                               \
+	X(LB_CAP_IMAGES, "images")                                                                 \
+	X(LB_CAP_INTERACTIVE, "interactive")                                                       \
+	X(LB_CAP_EXISTING_SANDBOX, "existing_sandbox")                                             \
+	X(LB_CAP_EGRESS, "egress")
 
 typedef struct lb_open_config {
 	lb_jail_config jail;

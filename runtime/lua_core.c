@@ -163,9 +163,18 @@ static int l_open(lua_State *L)
 	luaL_checktype(L, 2, LUA_TTABLE);
 	const lb_backend *b = find_backend(name);
 	if (!b) {
+		/* the compiled-in drivers, so the message never goes stale */
+		luaL_Buffer have;
+		luaL_buffinit(L, &have);
+		for (const lb_backend *const *d = lb_backends; *d; d++) {
+			if (d != lb_backends)
+				luaL_addstring(&have, ", ");
+			luaL_addstring(&have, (*d)->name);
+		}
+		luaL_pushresult(&have);
 		lua_pushnil(L);
-		lua_pushfstring(L, "backend \"%s\" is not available in this build (have: native)",
-				name);
+		lua_pushfstring(L, "backend \"%s\" is not available in this build (have: %s)", name,
+				lua_tostring(L, -2));
 		lua_pushstring(L, "ENOENT");
 		return 3;
 	}
@@ -579,17 +588,17 @@ static int l_reap_all(lua_State *L)
 
 static int l_backends(lua_State *L)
 {
+	static const struct {
+		unsigned cap;
+		const char *name;
+	} caps[] = {
+#define CAP_ENTRY(bit, name) {bit, name},
+		LB_CAP_NAMES(CAP_ENTRY)
+#undef CAP_ENTRY
+	};
 	lua_newtable(L);
 	for (const lb_backend *const *b = lb_backends; *b; b++) {
 		lua_newtable(L);
-		static const struct {
-			unsigned cap;
-			const char *name;
-		} caps[] = {{LB_CAP_POOL, "pool"},
-			    {LB_CAP_PERSISTENT_WORKSPACE, "persistent_workspace"},
-			    {LB_CAP_NETWORK_POLICY, "network_policy"},
-			    {LB_CAP_SECCOMP, "seccomp"},
-			    {LB_CAP_IMAGES, "images"}};
 		for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
 			lua_pushboolean(L, ((*b)->caps & caps[i].cap) != 0);
 			lua_setfield(L, -2, caps[i].name);

@@ -29,6 +29,8 @@ Commands:
                      apply the policy's code checks; exit 0 if safe, 1 if not
   langs [--json]     list the languages and their versions
   policies [--json]  list the security policies
+  backends [--json]  list the sandbox backends: status, usable here or why not, capabilities,
+                     and where the workspace, code and plots are inside their sandboxes
   script FILE.lua [ARGS...]
                      run an operator's Lua script with `llmbox` loaded and `arg` set
   doctor [--json]    what this host supports and how to fix what is missing
@@ -256,6 +258,34 @@ function _M.policies(args)
     return 0
 end
 
+function _M.backends(args)
+    local as_json = args[1] == "--json"
+    if args[1] and not as_json then return die("backends takes only --json") end
+    local list = require("llmbox.backends").list()
+    if as_json then
+        for _, b in ipairs(list) do
+            b.aliases = json.array(b.aliases)
+            b.capabilities = json.array(b.capabilities)
+            if b.why == nil then b.why = json.null end
+            if b.layout == nil then b.layout = json.null end
+        end
+        io.stdout:write(json.encode(json.array(list)), "\n")
+        return 0
+    end
+    for _, b in ipairs(list) do
+        local names = #b.aliases > 0 and format("%s (%s)", b.name, concat(b.aliases, ", ")) or b.name
+        local state = b.status == "planned" and "planned" or b.usable and "usable" or "unusable"
+        io.stdout:write(format("%-20s %-9s %s\n", names, state, b.description))
+        if b.status == "available" then
+            if not b.usable then io.stdout:write(format("    why not: %s\n", b.why)) end
+            io.stdout:write(format("    capabilities: %s\n", #b.capabilities > 0 and concat(b.capabilities, ", ") or "none"))
+            io.stdout:write(format("    layout: workspace %s, code %s, plots %s, tmp %s\n", b.layout.workspace,
+                b.layout.code, b.layout.plots, b.layout.tmp))
+        end
+    end
+    return 0
+end
+
 function _M.script(args)
     local file = args[1]
     if not file then return die("script needs a FILE.lua") end
@@ -312,7 +342,7 @@ function _M.main(argv)
     -- the MCP server's child process (llmbox.mcp.worker); not for people, so not in the usage
     if cmd == "worker" then return require("llmbox.mcp.worker").main(args) end
     local handler = ({ run = _M.run, exec = _M.exec, check = _M.check, langs = _M.langs,
-        policies = _M.policies, script = _M.script, tools = _M.tools,
+        policies = _M.policies, backends = _M.backends, script = _M.script, tools = _M.tools,
         mcp = function(a)
             if a[1] then return die("mcp takes no arguments; it is configured by environment variables (see the README)") end
             return require("llmbox.mcp.server").main()

@@ -200,15 +200,21 @@ function _M.report()
     for _, r in ipairs(require("llmbox.recipes").all().list) do
         if r.warm then warm[#warm + 1] = r.name end
     end
-    local caps = core.backends().native or {}
-    local backends = {
-        { name = "native", source = "jail", ok = native_ok, detail = (native_ok and "usable: a test jail ran" or
-            "not usable on this host: see the failed checks above")
-            .. (caps.pool and ("; pools: yes, warm start for " .. (#warm > 0 and table.concat(warm, ", ") or "none"))
-                or "; pools: no") },
-    }
-    for _, b in ipairs({ "bubblewrap", "docker", "podman", "kubernetes" }) do
-        backends[#backends + 1] = { name = b, source = "fact", ok = false, detail = "not available in this version of llmbox" }
+    local backends = {}
+    for _, b in ipairs(require("llmbox.backends").list()) do
+        local has = {}
+        for _, c in ipairs(b.capabilities) do has[c] = true end
+        local pools = b.status ~= "available" and "" or has.pool
+            and ("; pools: yes, warm start for " .. (#warm > 0 and table.concat(warm, ", ") or "none")) or "; pools: no"
+        if b.name == "native" then
+            backends[#backends + 1] = { name = b.name, source = "jail", ok = native_ok, detail = (native_ok
+                and "usable: a test jail ran" or "not usable on this host: see the failed checks above") .. pools }
+        elseif b.status == "available" then
+            backends[#backends + 1] = { name = b.name, source = "probe", ok = b.usable,
+                detail = (b.usable and "usable" or ("not usable here: " .. tostring(b.why))) .. pools }
+        else
+            backends[#backends + 1] = { name = b.name, source = "fact", ok = false, detail = b.why }
+        end
     end
     return { checks = checks, jail = jail, limits = limits, backends = backends, ok = native_ok and limits_ok }
 end

@@ -52,8 +52,10 @@ function _M.policies()
     return policy.list()
 end
 
+-- Every backend llmbox knows: status, usable here or why not, capabilities, layout (the same
+-- list `llmbox backends` prints).
 function _M.backends()
-    return core.backends()
+    return require("llmbox.backends").list()
 end
 
 return _M

@@ -399,7 +399,7 @@ end
 
 --- p:maintain() -> true: health checks, idle and lifetime expiry, waiter timeouts, refill.
 function Pool:maintain()
-    if self.driver.reap then self.driver.reap(false) end
+    self.driver.maintain(false)
     if self.closed then return true end
     local st, t = self.settings, now_ms()
     local target = self:target()
@@ -448,7 +448,7 @@ function Pool:close()
     local waiters = self.waiters
     self.waiters = {}
     for _, w in ipairs(waiters) do wake(w, nil, "pool is closed") end
-    if self.driver.reap then self.driver.reap(true) end
+    self.driver.maintain(true)
     return true
 end
 

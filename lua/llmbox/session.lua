@@ -17,9 +17,6 @@ local _M = { _VERSION = "0.1.0" }
 local Session = {}
 Session.__index = Session
 
--- Where run() puts the code: outside the workspace, so /sandbox holds only the program's files.
-local CODE_DIR = "/tmp/llmbox"
-
 local LIMIT_KEYS = { "timeout", "cpu", "memory", "processes", "open_files", "file_size", "output", "cpus" }
 
 local function load_policy(p)
@@ -73,6 +70,8 @@ function _M.wrap(driver, policy, recipe, handle, env)
         recipe = recipe,
         policy = policy,
         backend = driver.name,
+        -- where the workspace, the code and the plots are in this backend's sandboxes
+        layout = driver.layout,
         env = env or {},
         handle = handle,
         runs = 0,
@@ -88,7 +87,7 @@ local function build_env(self, recipe, extra)
         local v = os.getenv(name)
         if v then env[name] = v end
     end
-    if recipe then for k, v in pairs(recipe.env) do env[k] = v end end
+    if recipe then for k, v in pairs(recipes.env(recipe, self.layout)) do env[k] = v end end
     for k, v in pairs(self.env) do env[k] = v end
     for k, v in pairs(extra or {}) do env[k] = v end
     local list = {}
@@ -133,21 +132,18 @@ local RUN_OPTS = { -- probe is internal (set by run)
     libraries = 1, keep_plots = 1, artifacts = 1, artifacts_max = 1,
 }
 
-local PLOTS_DIR = "/tmp/llmbox/plots"
 local CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
--- Copies and artifacts reach the workspace only, as the README promises. The C side also takes
--- the jail's /tmp, which holds llmbox's own files (the code, a run's plots): run() collects those
--- itself through the handle, never through these public doors.
-local WORKSPACE = "/sandbox"
-
-local function outside_workspace(path)
-    if path:sub(1, 1) == "/" and path:sub(1, #WORKSPACE + 1) ~= WORKSPACE .. "/" then
-        return format("path %s is outside the workspace: use a path under %s/ or one relative to it", path, WORKSPACE)
+-- Copies and artifacts reach the workspace only, as the README promises. The native backend's C
+-- side also takes the jail's /tmp, which holds llmbox's own files (the code, a run's plots): run()
+-- collects those itself through the handle, never through these public doors.
+local function outside_workspace(workspace, path)
+    if path:sub(1, 1) == "/" and path:sub(1, #workspace + 1) ~= workspace .. "/" then
+        return format("path %s is outside the workspace: use a path under %s/ or one relative to it", path, workspace)
     end
 end
 
-local function check_opts(opts, level)
+local function check_opts(opts, level, workspace)
     if opts == nil then return {} end
     if type(opts) ~= "table" then error("run options must be a table", level + 1) end
     for k in pairs(opts) do
@@ -155,8 +151,8 @@ local function check_opts(opts, level)
     end
     local a = opts.artifacts
     if a ~= nil and a ~= true and a ~= false then
-        if type(a) ~= "string" then error("artifacts must be true or a directory under /sandbox/", level + 1) end
-        if outside_workspace(a) then error("artifacts: " .. outside_workspace(a), level + 1) end
+        if type(a) ~= "string" then error("artifacts must be true or a directory under " .. workspace .. "/", level + 1) end
+        if outside_workspace(workspace, a) then error("artifacts: " .. outside_workspace(workspace, a), level + 1) end
     end
     for _, k in ipairs({ "on_stdout", "on_stderr" }) do
         if opts[k] ~= nil and type(opts[k]) ~= "function" then error(k .. " must be a function", level + 1) end
@@ -174,7 +170,7 @@ function Session:_exec(argv, opts, recipe, files)
     local res, rerr = self.handle:run({
         argv = argv,
         env = build_env(self, recipe, opts.env),
-        cwd = opts.cwd or "/sandbox",
+        cwd = opts.cwd or self.layout.workspace,
         stdin = opts.stdin,
         files = f,
         clean = opts.clean,
@@ -199,7 +195,7 @@ function Session:_take_warm(recipe, opts, caller_opts)
     local warm = self._warm
     if not warm then return nil end
     self._warm = nil
-    local usable = warm.recipe == recipe and (opts.cwd == nil or opts.cwd == "/sandbox")
+    local usable = warm.recipe == recipe and (opts.cwd == nil or opts.cwd == self.layout.workspace)
         and not (opts.libraries and #opts.libraries > 0)
     for k in pairs(caller_opts) do if not WARM_OK[k] then usable = false end end
     if usable then
@@ -218,12 +214,14 @@ end
 function Session:_prestart()
     local recipe = self.recipe
     if not (recipe and recipe.warm and self.handle and self.handle.prestart) then return false end
-    local env = build_env(self, recipe, recipe.plots and { LLMBOX_PLOTS_DIR = PLOTS_DIR } or nil)
+    local layout = self.layout
+    local env = build_env(self, recipe, recipe.plots and { LLMBOX_PLOTS_DIR = layout.plots } or nil)
     local limits = assert(build_limits(self, {}))
     local pending, err = self.handle:prestart({
-        argv = recipe.warm.run, env = env, cwd = "/sandbox", limits = limits,
-        probe = recipe.plots and PLOTS_DIR or nil,
-        files = recipes.warm_files(recipe),
+        argv = recipes.argv(recipe, layout.code .. "/" .. recipe.file, nil, recipe.warm.run, layout),
+        env = env, cwd = layout.workspace, limits = limits,
+        probe = recipe.plots and layout.plots or nil,
+        files = recipes.warm_files(recipe, layout),
     })
     if not pending then return nil, err end
     self._warm = { pending = pending, recipe = recipe, env = env }
@@ -237,7 +235,7 @@ function Session:_exec_warm(warm, path, code, opts)
         return nil, err
     end
     local args = opts.args or {}
-    local req = { "1", path, "/sandbox", tostring(#args) }
+    local req = { "1", path, self.layout.workspace, tostring(#args) }
     for i, a in ipairs(args) do
         if type(a) ~= "string" or a:find("\0", 1, true) then
             warm.pending:abandon()
@@ -282,7 +280,7 @@ end
 --- s:run(code, opts) -> result | nil, err [, report]
 function Session:run(code, opts)
     if type(code) ~= "string" then error("code must be a string", 2) end
-    opts = check_opts(opts, 2)
+    opts = check_opts(opts, 2, self.layout.workspace)
     local recipe = self.recipe
     if not recipe then return nil, "this session has no language: create it with llmbox.session{ lang = ... }" end
     local report = checks.check(code, recipe.checks or recipe.name, self.policy.checks)
@@ -299,21 +297,23 @@ function Session:run(code, opts)
     end
     -- internal options: the run's own (copied so the caller's table is left alone)
     local o = setmetatable({}, { __index = opts })
+    local layout = self.layout
     if recipe.plots then
-        local env = { LLMBOX_PLOTS_DIR = PLOTS_DIR }
+        local env = { LLMBOX_PLOTS_DIR = layout.plots }
         for k, v in pairs(opts.env or {}) do env[k] = v end
         o.env = env
-        o.probe = PLOTS_DIR -- copying plots out costs a process: only when there are some
-        if not opts.keep_plots then o.clean = { PLOTS_DIR } end
+        o.probe = layout.plots -- copying plots out costs a process: only when there are some
+        if not opts.keep_plots then o.clean = { layout.plots } end
     end
-    local path = CODE_DIR .. "/" .. recipe.file
-    local files = recipes.files(recipe, path, code)
+    -- the code goes outside the workspace, so the workspace holds only the program's files
+    local path = layout.code .. "/" .. recipe.file
+    local files = recipes.files(recipe, path, code, layout)
     local res, err
     if recipe.compile then
         -- Compiled languages: the compile step shares the run's wall clock; a failed compile is
         -- the program's failure (its errors on stderr), not the sandbox's.
         local started = now_ms()
-        res, err = self:_exec(recipes.argv(recipe, path, nil, recipe.compile), o, recipe, files)
+        res, err = self:_exec(recipes.argv(recipe, path, nil, recipe.compile, layout), o, recipe, files)
         if not res then return nil, err end
         res.phase = "compile"
         if res.exit_code ~= 0 or res.limit then return res end
@@ -323,7 +323,7 @@ function Session:run(code, opts)
         local timeout = opts.timeout or self.policy.limits.timeout
         run_opts.timeout = math.max(0.001, timeout - (now_ms() - started) / 1000)
         run_opts.files, run_opts.clean = nil, nil
-        res, err = self:_exec(recipes.argv(recipe, path, opts.args), run_opts, recipe, {})
+        res, err = self:_exec(recipes.argv(recipe, path, opts.args, nil, layout), run_opts, recipe, {})
         if res then
             res.compile = compile
             res.duration_ms = res.duration_ms + compile.duration_ms
@@ -333,19 +333,19 @@ function Session:run(code, opts)
         if warm then
             res, err = self:_exec_warm(warm, path, code, o)
         else
-            res, err = self:_exec(recipes.argv(recipe, path, opts.args), o, recipe, files)
+            res, err = self:_exec(recipes.argv(recipe, path, opts.args, nil, layout), o, recipe, files)
         end
     end
     if not res then return nil, err end
     if #report.violations > 0 then res.warnings = report.violations end
     if recipe.plots then
         local plots, perr = {}, nil
-        if res.probe_found ~= false then plots, perr = self:_collect(PLOTS_DIR, self.policy.limits.tmp) end
+        if res.probe_found ~= false then plots, perr = self:_collect(layout.plots, self.policy.limits.tmp) end
         if not plots then return nil, perr end
         res.plots = artifacts.plots(plots)
     end
     if opts.artifacts then
-        local dir = opts.artifacts == true and "/sandbox/output" or opts.artifacts
+        local dir = opts.artifacts == true and layout.workspace .. "/output" or opts.artifacts
         local files_out, ferr = self:_collect(dir, opts.artifacts_max or 10 * 1024 * 1024)
         if not files_out then return nil, ferr end
         res.files = files_out
@@ -396,7 +396,7 @@ function Session:install(packages, opts)
     end
     local sources = lib.sources[recipe.name] or {}
     if recipe.name == "python" and not sources.find_links then sources.find_links = {} end
-    local argv = recipe.install(packages, sources)
+    local argv = recipes.install_argv(recipe, packages, sources, self.layout)
     local o = {
         timeout = math.min(lib.timeout, opts.timeout or lib.timeout),
         host_network = lib.network,
@@ -415,7 +415,7 @@ end
 
 --- s:exec(argv | "shell string", opts) -> result | nil, err
 function Session:exec(cmd, opts)
-    opts = check_opts(opts, 2)
+    opts = check_opts(opts, 2, self.layout.workspace)
     local argv
     if type(cmd) == "string" then
         argv = { "/bin/sh", "-c", cmd }
@@ -435,14 +435,16 @@ end
 function Session:copy_to(src, dst)
     if type(src) ~= "string" or type(dst) ~= "string" then error("copy_to(host_path, sandbox_path)", 2) end
     if not self.handle then return nil, "session is closed" end
-    if outside_workspace(dst) then return nil, outside_workspace(dst) end
+    local why = outside_workspace(self.layout.workspace, dst)
+    if why then return nil, why end
     return self.handle:copy_in(src, dst)
 end
 
 function Session:copy_from(src, dst, max)
     if type(src) ~= "string" or type(dst) ~= "string" then error("copy_from(sandbox_path, host_path)", 2) end
     if not self.handle then return nil, "session is closed" end
-    if outside_workspace(src) then return nil, outside_workspace(src) end
+    local why = outside_workspace(self.layout.workspace, src)
+    if why then return nil, why end
     return self.handle:copy_out(src, dst, max or self.policy.limits.workspace)
 end
 

@@ -171,6 +171,48 @@ describe("llmbox CLI #unpriv", function()
         assert.matches("python", out)
     end)
 
+    it("lists the backends: status, usable here, capabilities and layout", function()
+        local st, out = cli({ "backends", "--json" })
+        assert.equal(0, st)
+        local list = cjson.decode(out)
+        local by = {}
+        for _, b in ipairs(list) do by[b.name] = b end
+        assert.equal("available", by.native.status)
+        assert.is_true(by.native.usable)
+        assert.equal("/sandbox", by.native.layout.workspace)
+        assert.equal("/tmp/llmbox", by.native.layout.code)
+        local caps = table.concat(by.native.capabilities, ",")
+        assert.matches("pool", caps, 1, true)
+        assert.matches("seccomp", caps, 1, true)
+        assert.not_matches("images", caps, 1, true) -- the jail runs the host's interpreters
+        for _, name in ipairs({ "docker", "podman", "kubernetes", "bubblewrap", "nsjail" }) do
+            assert.equal("planned", by[name].status, name)
+            assert.is_false(by[name].usable, name)
+            assert.equal("not built yet in this version of llmbox", by[name].why)
+            assert.same({}, by[name].capabilities)
+        end
+        assert.matches('"capabilities":[]', out, 1, true) -- empty lists stay JSON arrays
+        assert.same({ "bwrap" }, by.bubblewrap.aliases)
+        st, out = cli({ "backends" })
+        assert.equal(0, st)
+        assert.matches("native%s+usable", out)
+        assert.matches("layout: workspace /sandbox, code /tmp/llmbox", out, 1, true)
+        assert.matches("bubblewrap %(bwrap%)%s+planned", out)
+        local err
+        st, _, err = cli({ "backends", "--yaml" })
+        assert.equal(125, st)
+        assert.matches("backends takes only --json", err, 1, true)
+    end)
+
+    it("names what is built when asked for a backend that is not", function()
+        local st, _, err = cli({ "run", "-b", "bwrap", "-c", "print(1)" })
+        assert.equal(125, st)
+        assert.matches('backend "bubblewrap" is not built yet in this version of llmbox (available: native)', err, 1, true)
+        st, _, err = cli({ "run", "-b", "vmware", "-c", "print(1)" })
+        assert.equal(125, st)
+        assert.matches('unknown backend "vmware" (available: native)', err, 1, true)
+    end)
+
     it("lists policies", function()
         local st, out = cli({ "policies" })
         assert.equal(0, st)

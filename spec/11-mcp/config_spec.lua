@@ -12,8 +12,8 @@ end
 describe("mcp configuration #unpriv", function()
     it("refuses settings it cannot honour, at startup, saying what to do", function()
         local cases = {
-            { "BACKEND=docker", "the docker backend is not built yet" },
-            { "BACKEND=kubernetes", "the kubernetes backend is not built yet" },
+            { "BACKEND=docker", 'backend "docker" is not built yet' },
+            { "BACKEND=kubernetes", 'backend "kubernetes" is not built yet' },
             { "BACKEND=vmware", 'unknown backend "vmware"' },
             { "SANDBOX_NETWORK_MODE=bridge", "only offers \"none\"" },
             { "SANDBOX_NETWORK_MODE=host", "SANDBOX_NETWORK_MODE=host is refused" },
@@ -40,7 +40,7 @@ describe("mcp configuration #unpriv", function()
         end
         -- every problem at once, not one per attempt
         local _, _, err = start("BACKEND=podman SANDBOX_PRIVILEGED=1")
-        assert.matches("podman backend", err)
+        assert.matches('backend "podman"', err, 1, true)
         assert.matches("SANDBOX_PRIVILEGED", err)
     end)
 
@@ -83,7 +83,7 @@ describe("mcp configuration #unpriv", function()
         for _, name in ipairs({ "docker", "podman", "kubernetes" }) do
             local status, _, err = start("BACKEND=" .. name)
             assert.equal(125, status)
-            assert.matches("the " .. name .. " backend is not built yet in this version", err, 1, true)
+            assert.matches(("backend %q is not built yet in this version"):format(name), err, 1, true)
             assert.matches("BACKEND=native", err, 1, true)
             assert.matches("needs no daemon", err, 1, true)
         end

@@ -7,9 +7,27 @@ local _M = { _VERSION = "0.1.0", name = "native" }
 
 _M.capabilities = core.backends().native
 
--- Collects what finished prestarted runs left going away (pools call it when idle).
-function _M.reap(block)
+-- Where things are in the jail: the workspace is the session's size-limited tmpfs, llmbox's own
+-- files (the code, the recipes' hooks, plots) live in the jail's private /tmp, outside it.
+_M.layout = { workspace = "/sandbox", code = "/tmp/llmbox", plots = "/tmp/llmbox/plots", tmp = "/tmp" }
+
+-- Collects what finished prestarted runs left going away (pools call it when idle); with
+-- `block`, waits for all of them (a pool's close).
+function _M.maintain(block)
     core.reap(block)
+end
+
+-- Can this host make jails? The same probes `llmbox doctor` shows (tried in a throwaway child);
+-- doctor goes further and runs a real jail.
+function _M.usable()
+    local p = core.probe()
+    local missing = {}
+    if not p.userns then missing[#missing + 1] = "user namespaces cannot be created (" .. p.userns_error .. ")" end
+    if not p.seccomp then missing[#missing + 1] = "no seccomp filter can be loaded" end
+    if not p.mount_setattr then missing[#missing + 1] = "the kernel lacks mount_setattr (Linux >= 5.12)" end
+    if not p.openat2 then missing[#missing + 1] = "the kernel lacks openat2 (Linux >= 5.6)" end
+    if #missing > 0 then return false, table.concat(missing, "; ") .. ": run `llmbox doctor` for fixes" end
+    return true
 end
 
 local function ro_mounts(policy, recipe)

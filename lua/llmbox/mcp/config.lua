@@ -61,18 +61,16 @@ end
 local checks = {}
 
 function checks.BACKEND(v, cfg)
-    local name = v:lower()
-    if name == "native" then
-        cfg.backend = "native"
-        return true
+    local entry, err = backends.entry(v)
+    if not entry then return nil, format("BACKEND=%q: %s", v, tostring(err)) end
+    local _, gerr = backends.get(entry.name)
+    if gerr then
+        return nil, format("BACKEND=%s: %s; set BACKEND=native or unset BACKEND: the native jail needs no "
+            .. "daemon and no image (it runs the host's interpreters, read-only), and honours the SANDBOX_* "
+            .. "settings", v, gerr)
     end
-    if name == "docker" or name == "podman" or name == "kubernetes" then
-        return nil, format("BACKEND=%s: the %s backend is not built yet in this version of llmbox; "
-            .. "set BACKEND=native or unset BACKEND: the native jail needs no daemon and no image (it runs "
-            .. "the host's interpreters, read-only), and honours the SANDBOX_* settings", v, name)
-    end
-    local _, err = backends.get(name)
-    return nil, format("BACKEND=%q: %s", v, tostring(err))
+    cfg.backend = entry.name
+    return true
 end
 
 function checks.SANDBOX_NETWORK_MODE(v, cfg)

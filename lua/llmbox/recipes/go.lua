@@ -13,9 +13,9 @@ return {
         -- Everything the go tool writes stays in the run's /tmp, never in the workspace or on
         -- the host: the build cache (the standard library comes precompiled with Debian's Go
         -- 1.19, so a build adds ~1M), GOPATH and the module cache, temporary build directories.
-        GOCACHE = "/tmp/llmbox/go-cache",
-        GOPATH = "/tmp/llmbox/go",
-        GOMODCACHE = "/tmp/llmbox/go/pkg/mod",
+        GOCACHE = "{code}/go-cache",
+        GOPATH = "{code}/go",
+        GOMODCACHE = "{code}/go/pkg/mod",
         GOTMPDIR = "/tmp",
         TMPDIR = "/tmp",
         GOENV = "off",          -- no go env file from $HOME

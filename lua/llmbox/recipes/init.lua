@@ -13,8 +13,8 @@ local string_list = { type = "array", of = "string" }
 local hook_file = { type = "record", fields = {
     src = { type = "string", required = true, pattern = "^[%w_.-]+$",
         pattern_desc = "a file name in the recipe's directory" },
-    dst = { type = "string", required = true, pattern = "^/tmp/llmbox/",
-        pattern_desc = "a path under /tmp/llmbox/" },
+    dst = { type = "string", required = true, pattern = "^{code}/",
+        pattern_desc = "a path under {code}/ (the backend's code directory)" },
 } }
 _M.schema = {
     type = "record",
@@ -30,7 +30,7 @@ _M.schema = {
         -- compiled languages: this argv runs first; the run starts only if it exits 0
         compile = string_list,
         -- files shipped next to the recipe (recipes/<name>/<src>) written into the jail for
-        -- each run, e.g. startup hooks: { { src = "sitecustomize.py", dst = "/tmp/llmbox/hooks/..." } }
+        -- each run, e.g. startup hooks: { { src = "sitecustomize.py", dst = "{code}/hooks/..." } }
         hooks = { type = "array", default = {}, of = hook_file },
         -- pools: a program started ahead of time that waits for its code (see pool.lua and
         -- python/llmbox_warm.py): its argv, and the files it needs besides the hooks
@@ -137,15 +137,38 @@ function _M.for_file(path)
     return nil, ("no language handles .%s files: use -l LANG"):format(ext)
 end
 
--- An argv template with {file} (the code's path) and {dir} (its directory) filled in, then the
--- program's arguments.
-function _M.argv(recipe, file, args, template)
+-- Recipes never name the backend's paths: "{code}" (where llmbox puts the code and the hooks) and
+-- "{workspace}" (the program's working directory) in argv, env values, hook destinations and the
+-- install argv are filled in from the layout of the session's backend (backends/init.lua).
+local function expand(s, layout)
+    return (s:gsub("{code}", layout.code):gsub("{workspace}", layout.workspace))
+end
+
+_M.expand = expand
+
+-- An argv template with {file} (the code's path), {dir} (its directory) and the layout's paths
+-- filled in, then the program's arguments.
+function _M.argv(recipe, file, args, template, layout)
     local dir = file:match("^(.*)/[^/]*$") or "."
     local argv = {}
     for _, a in ipairs(template or recipe.run) do
-        argv[#argv + 1] = (a:gsub("{file}", file):gsub("{dir}", dir))
+        argv[#argv + 1] = expand((a:gsub("{file}", file):gsub("{dir}", dir)), layout)
     end
     for _, a in ipairs(args or {}) do argv[#argv + 1] = a end
+    return argv
+end
+
+-- The recipe's environment with the layout's paths filled in.
+function _M.env(recipe, layout)
+    local env = {}
+    for k, v in pairs(recipe.env) do env[k] = expand(v, layout) end
+    return env
+end
+
+-- The package manager's argv (recipe.install) with the layout's paths filled in.
+function _M.install_argv(recipe, packages, sources, layout)
+    local argv = recipe.install(packages, sources)
+    for i, a in ipairs(argv) do argv[i] = expand(a, layout) end
     return argv
 end
 
@@ -153,7 +176,7 @@ end
 -- under a running program (an operator edits them between deployments).
 local shipped = {}
 
-local function add_shipped(files, recipe, list)
+local function add_shipped(files, recipe, list, layout)
     for _, h in ipairs(list) do
         local src = recipe.path:match("^(.*)/[^/]*$") .. "/" .. recipe.name .. "/" .. h.src
         local data = shipped[src]
@@ -163,19 +186,19 @@ local function add_shipped(files, recipe, list)
             f:close()
             shipped[src] = data
         end
-        files[#files + 1] = { path = h.dst, data = data, mode = 420 }
+        files[#files + 1] = { path = expand(h.dst, layout), data = data, mode = 420 }
     end
     return files
 end
 
 -- The files a run needs inside the jail: the code, then the recipe's hooks.
-function _M.files(recipe, path, code)
-    return add_shipped({ { path = path, data = code, mode = 420 } }, recipe, recipe.hooks)
+function _M.files(recipe, path, code, layout)
+    return add_shipped({ { path = path, data = code, mode = 420 } }, recipe, recipe.hooks, layout)
 end
 
 -- The files a prestarted (warm) program needs: the hooks and its own; the code comes later.
-function _M.warm_files(recipe)
-    return add_shipped(add_shipped({}, recipe, recipe.hooks), recipe, recipe.warm.files)
+function _M.warm_files(recipe, layout)
+    return add_shipped(add_shipped({}, recipe, recipe.hooks, layout), recipe, recipe.warm.files, layout)
 end
 
 return _M

@@ -6,11 +6,11 @@ return {
     extensions = { "java" },
     description = "Java 17 (the host's OpenJDK: javac, then java)",
     file = "Main.java",
-    compile = { "/bin/sh", "/tmp/llmbox/hooks/javac.sh", "{file}" },
-    run = { "/bin/sh", "/tmp/llmbox/hooks/java.sh", "{file}" },
+    compile = { "/bin/sh", "{code}/hooks/javac.sh", "{file}" },
+    run = { "/bin/sh", "{code}/hooks/java.sh", "{file}" },
     hooks = {
-        { src = "javac.sh", dst = "/tmp/llmbox/hooks/javac.sh" },
-        { src = "java.sh", dst = "/tmp/llmbox/hooks/java.sh" },
+        { src = "javac.sh", dst = "{code}/hooks/javac.sh" },
+        { src = "java.sh", dst = "{code}/hooks/java.sh" },
     },
     -- /usr/lib/jvm/*/lib/jvm.cfg and conf/security/* are symlinks into /etc/java-17-openjdk
     -- (Debian 12's default JDK): the JVM does not start without it. Config files, nothing secret.

@@ -9,10 +9,10 @@ return {
     file = "main.js",
     -- node.sh execs /usr/bin/node, adding --jitless when an address-space limit leaves V8 no
     -- room for its JIT (see there)
-    run = { "/bin/sh", "/tmp/llmbox/hooks/node.sh", "-r", "/tmp/llmbox/hooks/esm.cjs", "{file}" },
+    run = { "/bin/sh", "{code}/hooks/node.sh", "-r", "{code}/hooks/esm.cjs", "{file}" },
     hooks = {
-        { src = "node.sh", dst = "/tmp/llmbox/hooks/node.sh" },
-        { src = "esm.cjs", dst = "/tmp/llmbox/hooks/esm.cjs" },
+        { src = "node.sh", dst = "{code}/hooks/node.sh" },
+        { src = "esm.cjs", dst = "{code}/hooks/esm.cjs" },
     },
     env = {
         NODE_OPTIONS = "",             -- nothing from the policy's environment changes node's flags
@@ -26,9 +26,9 @@ return {
     -- npm into the workspace (/sandbox/node_modules, linked next to main.js by esm.cjs); the
     -- registry from the policy's libraries.sources.javascript, else npm's default
     install = function(packages, sources)
-        local argv = { "/usr/bin/npm", "install", "--prefix", "/sandbox", "--no-audit", "--no-fund",
+        local argv = { "/usr/bin/npm", "install", "--prefix", "{workspace}", "--no-audit", "--no-fund",
             "--no-update-notifier", "--no-package-lock", "--loglevel", "error",
-            "--cache", "/tmp/llmbox/npm-cache" }
+            "--cache", "{code}/npm-cache" }
         if sources.registry then
             argv[#argv + 1] = "--registry"
             argv[#argv + 1] = sources.registry

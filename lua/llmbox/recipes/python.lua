@@ -13,19 +13,19 @@ return {
         PYTHONUNBUFFERED = "1",        -- stream output as it is printed
         PYTHONIOENCODING = "utf-8",
         -- the hooks first, then libraries installed into the workspace
-        PYTHONPATH = "/tmp/llmbox/hooks:/sandbox/.llmbox/python",
+        PYTHONPATH = "{code}/hooks:{workspace}/.llmbox/python",
         MPLBACKEND = "module://llmbox_mpl_backend",
         MPLCONFIGDIR = "/tmp/.matplotlib",
     },
     hooks = {
-        { src = "sitecustomize.py", dst = "/tmp/llmbox/hooks/sitecustomize.py" },
-        { src = "llmbox_mpl_backend.py", dst = "/tmp/llmbox/hooks/llmbox_mpl_backend.py" },
+        { src = "sitecustomize.py", dst = "{code}/hooks/sitecustomize.py" },
+        { src = "llmbox_mpl_backend.py", dst = "{code}/hooks/llmbox_mpl_backend.py" },
     },
     plots = true,
     -- pools start the interpreter ahead of time; it then runs the code as `run` would
     warm = {
-        run = { "/usr/bin/python3", "-u", "/tmp/llmbox/hooks/llmbox_warm.py" },
-        files = { { src = "llmbox_warm.py", dst = "/tmp/llmbox/hooks/llmbox_warm.py" } },
+        run = { "/usr/bin/python3", "-u", "{code}/hooks/llmbox_warm.py" },
+        files = { { src = "llmbox_warm.py", dst = "{code}/hooks/llmbox_warm.py" } },
     },
     -- Debian keeps matplotlib's default matplotlibrc, and fontconfig its setup, in /etc
     mounts = { "/etc/matplotlibrc", "/etc/fonts" },
@@ -39,7 +39,7 @@ return {
     },
     -- pip into the workspace; offline sources from the policy or the session
     install = function(packages, sources)
-        local argv = { "/usr/bin/python3", "-m", "pip", "install", "--target", "/sandbox/.llmbox/python",
+        local argv = { "/usr/bin/python3", "-m", "pip", "install", "--target", "{workspace}/.llmbox/python",
             "--no-input", "--disable-pip-version-check", "--no-cache-dir", "--no-warn-script-location",
             "--progress-bar", "off", "--break-system-packages" }
         if #sources.find_links > 0 then

@@ -11,12 +11,12 @@ return {
     -- links there): without them R starts without its default packages. /etc/fonts is
     -- fontconfig's configuration, for text in png()/ggsave() plots. Config only, nothing secret.
     mounts = { "/etc/R", "/etc/fonts" },
-    hooks = { { src = "Rprofile", dst = "/tmp/llmbox/hooks/Rprofile" } },
+    hooks = { { src = "Rprofile", dst = "{code}/hooks/Rprofile" } },
     plots = true,
     env = {
-        R_PROFILE_USER = "/tmp/llmbox/hooks/Rprofile",
+        R_PROFILE_USER = "{code}/hooks/Rprofile",
         TMPDIR = "/tmp",                       -- R's tempdir(), writable
-        R_LIBS_USER = "/sandbox/.R/library",   -- packages the program installs itself (offline:
+        R_LIBS_USER = "{workspace}/.R/library",   -- packages the program installs itself (offline:
                                                -- from files it was given), kept for the session
         R_PAPERSIZE = "a4",
         R_HISTFILE = "/tmp/.Rhistory",

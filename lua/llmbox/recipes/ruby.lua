@@ -9,8 +9,8 @@ return {
     env = {
         RUBYOPT = "",                   -- nothing from outside changes the interpreter's flags
         -- gems installed for the session live in the workspace, next to the system's
-        GEM_HOME = "/sandbox/.gem",
-        GEM_PATH = "/sandbox/.gem:/usr/lib/ruby/gems/3.1.0:/usr/share/rubygems-integration/all",
+        GEM_HOME = "{workspace}/.gem",
+        GEM_PATH = "{workspace}/.gem:/usr/lib/ruby/gems/3.1.0:/usr/share/rubygems-integration/all",
     },
     version = { "/usr/bin/ruby", "--version" },
     checks = "ruby",
@@ -18,7 +18,7 @@ return {
     -- gem install into GEM_HOME from the policy's source (a URL, or a local directory with a
     -- `gem generate_index` index), else rubygems.org
     install = function(packages, sources)
-        local argv = { "/usr/bin/gem", "install", "--install-dir", "/sandbox/.gem", "--no-document",
+        local argv = { "/usr/bin/gem", "install", "--install-dir", "{workspace}/.gem", "--no-document",
             "--no-user-install" }
         local src = sources.source
         if src then

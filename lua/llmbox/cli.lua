@@ -144,14 +144,12 @@ function _M.run(argv)
         if not r then return die(rerr) end
         lang = r.name
     end
-    local s
-    s, err = llmbox.session({ lang = lang or "python", policy = opts.policy, backend = opts.backend })
-    if not s then return die(err) end
     local term = not opts.json and output.terminal() or nil
     local o = run_opts(opts, timeout, term)
     o.args, o.libraries = opts.rest, libraries
-    local r, rerr, report = s:run(code, o)
-    s:close()
+    o.lang, o.policy, o.backend = lang or "python", opts.policy, opts.backend
+    -- llmbox.run admits the code before it creates the sandbox: refused code costs none
+    local r, rerr, report = llmbox.run(code, o)
     if not r then
         if report and opts.json then
             io.stdout:write(json.encode({ refused = true, error = rerr, violations = report.violations }), "\n")

@@ -10,26 +10,39 @@ local session = require "llmbox.session"
 local recipes = require "llmbox.recipes"
 local policy = require "llmbox.policy"
 local checks = require "llmbox.checks"
+local admit = require "llmbox.admit"
 
 local _M = { _VERSION = core.VERSION, VERSION = core.VERSION }
 
 _M.session = session.new
 --- llmbox.pool{ lang = "python", min = 2, max = 10, ... } -> pool | nil, err (see llmbox/pool.lua)
 _M.pool = function(opts) return require("llmbox.pool").new(opts) end
-_M.describe_violations = session.describe_violations
+_M.describe_violations = admit.describe_violations
 
---- One-shot: a session with one run. Returns the result, or nil, err.
+--- One-shot: a session with one run. Returns the result, or nil, err [, report]. The code is
+--- admitted (the policy's checks, the libraries it asks for) before the sandbox is created, so
+--- refused code never costs one.
 function _M.run(code, opts)
+    if type(code) ~= "string" then error("code must be a string", 2) end
     opts = opts or {}
-    local s, err = session.new({ lang = opts.lang or "python", policy = opts.policy, backend = opts.backend })
+    local recipe, err = recipes.get(opts.lang or "python")
+    if not recipe then return nil, err end
+    local p
+    p, err = session.load_policy(opts.policy)
+    if not p then return nil, err end
+    local libraries = type(opts.libraries) == "table" and opts.libraries or nil
+    local admission, aerr, report = admit.run(code, recipe, p, libraries)
+    if not admission then return nil, aerr, report end
+    local s
+    s, err = session.new({ lang = recipe.name, policy = p, backend = opts.backend })
     if not s then return nil, err end
     local run_opts = {}
     for k, v in pairs(opts) do
         if k ~= "lang" and k ~= "policy" and k ~= "backend" then run_opts[k] = v end
     end
-    local r, rerr, report = s:run(code, run_opts)
+    local r, rerr, rreport = s:run(code, run_opts, admission)
     s:close()
-    return r, rerr, report
+    return r, rerr, rreport
 end
 
 --- Code checks without a sandbox: check(code, { lang = "python", policy = "default" }) -> report.

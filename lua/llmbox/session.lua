@@ -3,6 +3,7 @@
 -- the workspace (/sandbox) is kept until close().
 local policy_mod = require "llmbox.policy"
 local checks = require "llmbox.checks"
+local admit = require "llmbox.admit"
 local recipes = require "llmbox.recipes"
 local backends = require "llmbox.backends"
 local artifacts = require "llmbox.artifacts"
@@ -129,7 +130,7 @@ end
 local RUN_OPTS = { -- probe is internal (set by run)
     timeout = 1, cpu = 1, memory = 1, processes = 1, open_files = 1, file_size = 1, output = 1, cpus = 1,
     stdin = 1, args = 1, env = 1, on_stdout = 1, on_stderr = 1, cwd = 1, files = 1,
-    libraries = 1, keep_plots = 1, artifacts = 1, artifacts_max = 1,
+    libraries = 1, keep_plots = 1, artifacts = 1, artifacts_max = 1, on_phase = 1,
 }
 
 local CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
@@ -154,7 +155,7 @@ local function check_opts(opts, level, workspace)
         if type(a) ~= "string" then error("artifacts must be true or a directory under " .. workspace .. "/", level + 1) end
         if outside_workspace(workspace, a) then error("artifacts: " .. outside_workspace(workspace, a), level + 1) end
     end
-    for _, k in ipairs({ "on_stdout", "on_stderr" }) do
+    for _, k in ipairs({ "on_stdout", "on_stderr", "on_phase" }) do
         if opts[k] ~= nil and type(opts[k]) ~= "function" then error(k .. " must be a function", level + 1) end
     end
     return opts
@@ -268,32 +269,35 @@ function Session:is_safe(code, lang)
     return report.safe, report
 end
 
--- "rule (severity, line N): message; ..." for refusals and warnings.
-function _M.describe_violations(report)
-    local parts = {}
-    for _, v in ipairs(report.violations) do
-        parts[#parts + 1] = format("%s (%s, line %s): %s", v.rule, v.severity, tostring(v.line or "?"), v.message or "")
-    end
-    return concat(parts, "; ")
-end
+_M.describe_violations = admit.describe_violations
 
---- s:run(code, opts) -> result | nil, err [, report]
-function Session:run(code, opts)
+--- s:run(code, opts [, admission]) -> result | nil, err [, report]
+--- The run's pipeline: admit (llmbox.admit: the policy's checks; skipped when `admission` is one
+--- admit.run made for this code, recipe and policy before the sandbox existed), install the
+--- libraries, place the files and run (the driver), collect plots and artifacts. Rendering is the
+--- door's (llmbox.render). With on_phase, the install's output streams to on_stdout/on_stderr
+--- and on_phase("install") / on_phase("run") mark where each step starts.
+function Session:run(code, opts, admission)
     if type(code) ~= "string" then error("code must be a string", 2) end
     opts = check_opts(opts, 2, self.layout.workspace)
     local recipe = self.recipe
     if not recipe then return nil, "this session has no language: create it with llmbox.session{ lang = ... }" end
-    local report = checks.check(code, recipe.checks or recipe.name, self.policy.checks)
-    if report.blocked then
-        return nil, format("refused by policy %q: %s", self.policy.name, _M.describe_violations(report)), report
+    if not admit.covers(admission, code, recipe, self.policy) then
+        local err, report
+        admission, err, report = admit.run(code, recipe, self.policy, opts.libraries)
+        if not admission then return nil, err, report end
     end
+    local report = admission.report
     if opts.libraries and #opts.libraries > 0 then
-        local inst, ierr = self:install(opts.libraries)
+        if opts.on_phase then opts.on_phase("install") end
+        local inst, ierr = self:install(opts.libraries, opts.on_phase
+            and { on_stdout = opts.on_stdout, on_stderr = opts.on_stderr } or nil)
         if not inst then return nil, ierr end
         if inst.exit_code ~= 0 or inst.limit then
             inst.phase = "install"
             return inst
         end
+        if opts.on_phase then opts.on_phase("run") end
     end
     -- internal options: the run's own (copied so the caller's table is left alone)
     local o = setmetatable({}, { __index = opts })
@@ -376,18 +380,9 @@ function Session:install(packages, opts)
     if type(packages) ~= "table" then error("install: expected a list of package names", 2) end
     opts = opts or {}
     local recipe = self.recipe
-    if not recipe then return nil, "this session has no language to install libraries for" end
+    local ok, aerr = admit.libraries(packages, recipe, self.policy)
+    if not ok then return nil, aerr end
     local lib = self.policy.libraries
-    if not lib.allow then
-        return nil, format("policy %q does not allow library installs (libraries.allow = false)", self.policy.name)
-    end
-    if not recipe.install then
-        return nil, format("installing libraries is not supported for %s", recipe.name)
-    end
-    for i, p in ipairs(packages) do
-        local ok, why = artifacts.valid_package_name(p)
-        if not ok then return nil, format("install: package %d (%q) %s", i, tostring(p), why) end
-    end
     -- a prestarted interpreter looked for the install directory before it existed (and cached
     -- that): the next run starts cold instead
     if self._warm then

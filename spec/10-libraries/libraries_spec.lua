@@ -21,6 +21,24 @@ describe("libraries", function()
         os.remove(pol)
     end)
 
+    it("streams the install's output after an on_phase mark, then the program's #unpriv", function()
+        local events = {}
+        local function on(kind) return function(x) events[#events + 1] = kind .. ":" .. x end end
+        local r = assert(llmbox.run("print('ran')", { policy = pol, libraries = { "llmboxdemo==1.0" },
+            on_phase = on("phase"), on_stdout = on("out"), on_stderr = on("err") }))
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal("phase:install", events[1])
+        local text = table.concat(events, "\n")
+        local run_at = assert(text:find("phase:run", 1, true))
+        assert.matches("Successfully installed llmboxdemo", text:sub(1, run_at), 1, true)
+        assert.equal("out:ran\n", events[#events])
+        -- without on_phase, the install stays quiet (the CLI shows it only when it fails)
+        events = {}
+        assert(llmbox.run("print('ran')", { policy = pol, libraries = { "llmboxdemo==1.0" },
+            on_stdout = on("out"), on_stderr = on("err") }))
+        assert.same({ "out:ran\n" }, events)
+    end)
+
     it("installs a locally built wheel into the session's workspace, offline #unpriv", function()
         local s = assert(llmbox.session({ lang = "python", policy = pol }))
         local r = assert(s:run("import llmboxdemo; print(llmboxdemo.answer())", { libraries = { "llmboxdemo==1.0" } }))

@@ -6,9 +6,7 @@
 -- runtime/supervisor.c) is written as pieces of whole lines of at most PIPE_BUF bytes, which a
 -- pipe takes atomically, so parallel runs writing to one pipe never split each other's lines.
 local ffi = require "ffi"
-local json = require "llmbox.json"
 local util = require "llmbox.util"
-local artifacts = require "llmbox.artifacts"
 
 local io, ipairs, tostring, format = io, ipairs, tostring, string.format
 local C = ffi.C
@@ -101,33 +99,9 @@ function _M.terminal()
     return t
 end
 
-local function plots_json(plots)
-    local out = {}
-    for i, p in ipairs(plots or {}) do
-        out[i] = { format = p.format, width = p.width or json.null, height = p.height or json.null,
-            data = artifacts.base64(p.data) }
-    end
-    return setmetatable(out, json.array_mt)
-end
-
---- output.result_json(r) -> text: a run's result with the MCP result's field names
---- (llmbox.mcp.worker), so scripts read both the same way.
-function _M.result_json(r)
-    return json.encode({
-        exit_code = r.exit_code,
-        stdout = util.utf8_repair(r.stdout),
-        stderr = util.utf8_repair(r.stderr),
-        timed_out = r.timed_out,
-        limit = r.limit or json.null,
-        duration_ms = math.floor(r.duration_ms * 1000 + 0.5) / 1000,
-        truncated = r.truncated,
-        signal = r.signal or json.null,
-        phase = r.phase or json.null,
-        cpu_ms = r.cpu_ms and math.floor(r.cpu_ms * 1000 + 0.5) / 1000,
-        plots = plots_json(r.plots),
-        warnings = r.warnings and setmetatable(r.warnings, json.array_mt) or nil,
-    })
-end
+--- output.result_json(r) -> text: a run's result as every door shows it (llmbox.render), so
+--- scripts read the CLI's and the MCP tools' results the same way.
+_M.result_json = require("llmbox.render").json
 
 local LIMITS = {
     timeout = "wall-clock timeout (%s s)", cpu = "CPU time limit (%s s)",

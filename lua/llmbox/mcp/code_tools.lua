@@ -28,7 +28,7 @@ function handlers.execute_code(args, call)
         if w then
             call.worker = w
         else
-            w, err = workers.open(call, lang, S.cfg.policy)
+            w, err = workers.open(call, lang, S.cfg.policy, true)
             if not w then return results.error(err) end
         end
         local res, rerr = w:request({ op = "run", code = args.code, libraries = args.libraries,

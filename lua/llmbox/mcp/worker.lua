@@ -6,6 +6,7 @@
 --
 -- Protocol: one JSON object per line on stdin, answered in order on stdout.
 --   {"id":1,"op":"open","lang":"python","policy":"default","memory":N,"cpus":N} -> {"id":1,"result":{...}}
+--        ("deferred":true: for one run; the sandbox is made when the run's code has been admitted)
 --        ("pool":true: instead of one session, a pool of two ready sandboxes; each run then gets a
 --        fresh sandbox, warm-started where the language can, and the pool refills after answering)
 --   {"id":2,"op":"run","code":"...","libraries":[...],"timeout":5,"stream":true}
@@ -22,10 +23,8 @@
 local ffi = require "ffi"
 local json = require "llmbox.json"
 local util = require "llmbox.util"
-local artifacts = require "llmbox.artifacts"
 
-local io, type, pairs, ipairs, tostring, tonumber, pcall = io, type, pairs, ipairs, tostring, tonumber, pcall
-local floor = math.floor
+local io, type, pairs, tostring, tonumber, pcall = io, type, pairs, tostring, tonumber, pcall
 
 local _M = { _VERSION = "0.1.0" }
 
@@ -40,36 +39,13 @@ local function send(msg)
     if not ok then error({ server_gone = tostring(err) }) end
 end
 
-local function plots_out(plots)
-    local out = json.array()
-    for i, p in ipairs(plots or {}) do
-        out[i] = { format = p.format, width = p.width, height = p.height, data = artifacts.base64(p.data) }
-    end
-    return out
-end
-
-local function result_out(r)
-    return {
-        exit_code = r.exit_code,
-        stdout = util.utf8_repair(r.stdout or ""),
-        stderr = util.utf8_repair(r.stderr or ""),
-        timed_out = r.timed_out and true or false,
-        limit = r.limit or json.null,
-        duration_ms = floor((r.duration_ms or 0) * 1000 + 0.5) / 1000,
-        truncated = r.truncated and true or false,
-        signal = r.signal or json.null,
-        phase = r.phase or json.null,
-        cpu_ms = r.cpu_ms,
-        plots = plots_out(r.plots),
-        warnings = r.warnings and json.array(r.warnings) or nil,
-    }
-end
+local result_out = require("llmbox.render").result
 
 local Worker = {}
 Worker.__index = Worker
 
 function Worker:open(req)
-    if self.session or self.pool then return nil, "a session is already open in this worker" end
+    if self.session or self.pool or self.deferred then return nil, "a session is already open in this worker" end
     local llmbox = require "llmbox"
     local config = require "llmbox.mcp.config"
     local p, err = config.load_policy({ memory = req.memory, cpus = req.cpus }, req.policy or "default")
@@ -83,6 +59,17 @@ function Worker:open(req)
         self.pool = pool
         return { language = pool.recipe.name, policy = p.name, pooled = true }
     end
+    if req.deferred then
+        -- one run (execute_code): the sandbox is made after the code is admitted, so refused
+        -- code costs none; what can be told now (language, backend) is told now
+        local recipe
+        recipe, err = require("llmbox.recipes").get(req.lang or "python")
+        if not recipe then return nil, err end
+        local _, berr = require("llmbox.backends").get(req.backend or "native")
+        if berr then return nil, berr end
+        self.deferred = { lang = recipe.name, policy = p, backend = req.backend or "native", recipe = recipe }
+        return { language = recipe.name, policy = p.name }
+    end
     local s
     s, err = llmbox.session({ lang = req.lang, policy = p, backend = req.backend or "native" })
     if not s then return nil, err end
@@ -90,46 +77,51 @@ function Worker:open(req)
     return { language = s.recipe and s.recipe.name or json.null, policy = p.name }
 end
 
+-- What runs will be held to: the open session's, the pool's or the deferred session's.
+function Worker:_target()
+    if self.session then return self.session.recipe, self.session.policy end
+    if self.pool then return self.pool.recipe, self.pool.policy end
+    if self.deferred then return self.deferred.recipe, self.deferred.policy end
+end
+
 function Worker:run(req)
-    local s = self.session
+    local recipe, policy = self:_target()
+    if not policy then return nil, "no session: send open first" end
+    if type(req.code) ~= "string" then return nil, "run: code must be a string" end
+    if not recipe then return nil, "this session has no language: open it with a language" end
+    local libs = type(req.libraries) == "table" and req.libraries or nil
+    -- admitted first (the policy's checks, the libraries), so refused code installs nothing and,
+    -- in a deferred or pooled worker, takes no sandbox
+    local admit = require "llmbox.admit"
+    local admission, aerr, report = admit.run(req.code, recipe, policy, libs)
+    if not admission then
+        return nil, aerr, report and { refused = true, violations = json.array(report.violations) } or nil
+    end
+    local s, err = self.session
     if not s and self.pool then
         -- a fresh sandbox for this run; given back (and the pool refilled) after the answer
-        local err
         s, err = self.pool:acquire()
         if not s then return nil, err end
         self.lease = s
+    elseif not s then
+        local d = self.deferred
+        s, err = require("llmbox").session({ lang = d.lang, policy = d.policy, backend = d.backend })
+        if not s then return nil, err end
+        self.session, self.deferred = s, nil
     end
-    if not s then return nil, "no session: send open first" end
-    if type(req.code) ~= "string" then return nil, "run: code must be a string" end
     local stream = req.stream
     local function emitter(kind)
         if not stream then return nil end
         return function(chunk) send({ id = req.id, event = kind, data = util.utf8_repair(chunk) }) end
     end
-    -- The policy's checks first, so refused code installs nothing; then libraries, with their
-    -- output streamed (an install is the slow part an agent wants to see progress on).
-    local safe, report = s:is_safe(req.code)
-    if not safe and report.blocked then
-        local msg = ("refused by policy %q: %s"):format(s.policy.name,
-            require("llmbox.session").describe_violations(report))
-        return nil, msg, { refused = true, violations = json.array(report.violations) }
-    end
-    local libs = req.libraries
-    if type(libs) == "table" and #libs > 0 then
-        if stream then send({ id = req.id, event = "phase", phase = "install" }) end
-        local inst, ierr = s:install(libs, { on_stdout = emitter("stdout"), on_stderr = emitter("stderr") })
-        if not inst then return nil, ierr end
-        if inst.exit_code ~= 0 or inst.limit then
-            inst.phase = "install"
-            return result_out(inst)
-        end
-        if stream then send({ id = req.id, event = "phase", phase = "run" }) end
-    end
-    local r, err, rep = s:run(req.code, {
-        timeout = req.timeout, on_stdout = emitter("stdout"), on_stderr = emitter("stderr"),
-    })
+    -- with streaming, an install's output is shown as it comes (the slow part an agent wants to
+    -- see progress on), after a phase event
+    local r, rerr, rep = s:run(req.code, {
+        timeout = req.timeout, libraries = libs, on_stdout = emitter("stdout"), on_stderr = emitter("stderr"),
+        on_phase = stream and function(phase) send({ id = req.id, event = "phase", phase = phase }) end or nil,
+    }, admission)
     if not r then
-        return nil, err, rep and { refused = true, violations = json.array(rep.violations) } or nil
+        return nil, rerr, rep and { refused = true, violations = json.array(rep.violations) } or nil
     end
     return result_out(r)
 end

@@ -136,13 +136,14 @@ function Worker:kill(why)
     end
 end
 
---- open(call, lang, policy) -> a worker holding an open session | nil, err
-function _M.open(call, lang, policy)
+--- open(call, lang, policy [, deferred]) -> a worker holding an open session | nil, err; with
+--- `deferred` (one run), the worker makes the sandbox only once the code is admitted
+function _M.open(call, lang, policy, deferred)
     local w, err = _M.spawn()
     if not w then return nil, err end
     call.worker = w
     local res, oerr = w:request({ op = "open", lang = lang, policy = policy, memory = S.cfg.memory,
-        cpus = S.cfg.cpus, backend = S.cfg.backend })
+        cpus = S.cfg.cpus, backend = S.cfg.backend, deferred = deferred })
     if not res then
         w:kill()
         return nil, oerr

@@ -55,6 +55,18 @@ typedef struct lb_backend {
 	int (*pending_finish)(void *pending, const lb_run_io *io, lb_result *res, lb_error *err);
 	void (*pending_abandon)(void *pending);
 	int (*reset)(void *session, lb_error *err);
+	void (*pending_discard)(void *pending); /* pending_abandon that never waits */
+	/* Runs that never block the caller (see lb_active in llmbox.h): start and pending_start
+	 * return a run driven by run_fds / run_step and ended by run_end, or by run_discard, which
+	 * never waits. The run is the caller's; spec->on_output (io->on_output) is called from
+	 * run_step and run_end. */
+	int (*start)(void *session, const lb_run_spec *spec, void **run, lb_error *err);
+	int (*pending_start)(void *pending, const lb_run_io *io, void **run, lb_error *err);
+	int (*run_fds)(void *run, struct pollfd *pf, int max, int *timeout_ms);
+	int (*run_step)(void *run, int wait_ms);
+	void (*run_abort)(void *run, const char *why);
+	int (*run_end)(void *run, lb_result *res, lb_error *err);
+	void (*run_discard)(void *run);
 } lb_backend;
 
 extern const lb_backend lb_backend_native;

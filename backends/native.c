@@ -2,6 +2,7 @@
  * jail plus the seccomp program compiled from its policy. */
 #include "backend.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -78,6 +79,59 @@ static void native_pending_abandon(void *p)
 	lb_run_abandon(p);
 }
 
+static void native_pending_discard(void *p)
+{
+	lb_run_discard(p);
+}
+
+static int native_start(void *s, const lb_run_spec *spec, void **run, lb_error *err)
+{
+	native_session *n = s;
+	if (spec->prestart) {
+		err->code = EINVAL;
+		snprintf(err->msg, sizeof err->msg, "start: a prestarted run needs prestart");
+		return -1;
+	}
+	lb_pending *p;
+	if (lb_run_begin(n->jail, spec, n->filter, &p, err) < 0)
+		return -1;
+	lb_run_io io = {.stdin_data = spec->stdin_data,
+			.stdin_len = spec->stdin_len,
+			.on_output = spec->on_output,
+			.ud = spec->ud};
+	return lb_active_begin(p, &io, (lb_active **)run, err);
+}
+
+static int native_pending_start(void *p, const lb_run_io *io, void **run, lb_error *err)
+{
+	return lb_active_begin(p, io, (lb_active **)run, err);
+}
+
+static int native_run_fds(void *run, struct pollfd *pf, int max, int *timeout_ms)
+{
+	return lb_active_fds(run, pf, max, timeout_ms);
+}
+
+static int native_run_step(void *run, int wait_ms)
+{
+	return lb_active_step(run, wait_ms);
+}
+
+static void native_run_abort(void *run, const char *why)
+{
+	lb_active_abort(run, why);
+}
+
+static int native_run_end(void *run, lb_result *res, lb_error *err)
+{
+	return lb_active_end(run, res, err);
+}
+
+static void native_run_discard(void *run)
+{
+	lb_active_discard(run);
+}
+
 static int native_reset(void *s, lb_error *err)
 {
 	return lb_jail_reset(((native_session *)s)->jail, err);
@@ -96,6 +150,14 @@ const lb_backend lb_backend_native = {
 	.pending_finish = native_pending_finish,
 	.pending_abandon = native_pending_abandon,
 	.reset = native_reset,
+	.pending_discard = native_pending_discard,
+	.start = native_start,
+	.pending_start = native_pending_start,
+	.run_fds = native_run_fds,
+	.run_step = native_run_step,
+	.run_abort = native_run_abort,
+	.run_end = native_run_end,
+	.run_discard = native_run_discard,
 };
 
 const lb_backend *const lb_backends[] = {&lb_backend_native, NULL};

@@ -371,6 +371,19 @@ void lb_run_collect(lb_pending *p, bool defer)
 	lb_cgroup_destroy(&p->cg);
 }
 
+void lb_run_discard(lb_pending *p)
+{
+	if (!p)
+		return;
+	/* Stopped now; its first child is collected by lb_reap, so the caller never waits. Without
+	 * room in the graveyard, it is waited for here after all (it dies at once: it was told). */
+	lb_run_collect(p, true);
+	int *fds[] = {&p->out, &p->err, &p->status, &p->report, &p->in, &p->ctl};
+	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+		close_fd(fds[i]);
+	free(p);
+}
+
 void lb_run_abandon(lb_pending *p)
 {
 	if (!p)

@@ -201,6 +201,37 @@ typedef struct lb_run_io {
 
 int lb_run_begin(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_pending **out,
 		 lb_error *err);
+/* Stops a pending run and frees it without waiting for its processes: lb_reap collects them
+ * (what a garbage collector may call; lb_run_abandon waits). */
+void lb_run_discard(lb_pending *p);
+
+/* Supervising a run without blocking, for event loops (the Lua binding, a daemon):
+ *
+ *   lb_active *a;
+ *   lb_active_begin(pending, &io, &a, &err);     // takes the pending run, hands it its request
+ *   while (!lb_active_step(a, 0)) {               // 0: never blocks; -1: may sleep in poll
+ *       n = lb_active_fds(a, pf, max, &timeout);  // wait for these, or for `timeout` ms
+ *       ...the caller's loop...
+ *   }
+ *   lb_active_end(a, &res, &err);                 // the result; frees a
+ *
+ * io->on_output is called from inside lb_active_step (and lb_active_end, for the message of a
+ * command that could not start); a caller that must not run its own code there queues the
+ * chunks and hands them on after the step. lb_active_abort stops the run for a failure on the
+ * caller's side, which lb_active_end then returns. lb_active_end on a run that is not over stops
+ * it first (and waits for its streams to end); lb_active_discard never waits. */
+typedef struct lb_active lb_active;
+struct pollfd;
+int lb_active_begin(lb_pending *p, const lb_run_io *io, lb_active **out, lb_error *err);
+/* Fills at most max entries; *timeout_ms: when the next step is due without any I/O (-1: not
+ * before I/O). */
+int lb_active_fds(const lb_active *a, struct pollfd *pf, int max, int *timeout_ms);
+/* Does what is ready, waiting at most wait_ms for something to be (-1: until the next step is
+ * due). Returns 1 when the run is over. */
+int lb_active_step(lb_active *a, int wait_ms);
+void lb_active_abort(lb_active *a, const char *why);
+int lb_active_end(lb_active *a, lb_result *res, lb_error *err);
+void lb_active_discard(lb_active *a);
 /* Prestarted runs: 1 ready, 0 not yet (after waiting up to timeout_ms), -1 dead or broken. */
 int lb_run_wait_ready(lb_pending *p, int timeout_ms);
 int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *err);

@@ -13,7 +13,19 @@
  *   session:reset()                    -> true | nil, err     (pools: empty the writable trees)
  *   pending:wait([ms])                 -> "ready" | "starting" | "dead"
  *   pending:finish{ request, stdin, timeout, output, on_stdout, on_stderr } -> result | nil, err
- *   pending:abandon()                  (also on garbage collection)
+ *   pending:abandon()                  (garbage collection discards it without waiting)
+ * Runs that never block (an event loop drives them; llmbox.backends.native's run is a small
+ * loop over them that calls on_stdout/on_stderr from Lua, so they may yield):
+ *   session:start(spec)                -> run | nil, err      (spec as for run, no callbacks)
+ *   pending:start{ request, stdin, timeout, output } -> run | nil, err
+ *   run:fds()                          -> { fd, ... }, { "r" | "w", ... }, timeout_ms | nil
+ *   run:step([wait_ms])                -> over (true | false); wait_ms: 0 (default) never
+ *                                         blocks, -1 sleeps until something is due
+ *   run:take()                         -> { "stdout" | "stderr", data, ... } | nil (output
+ *                                         since the last take, in order)
+ *   run:abort(why)                     (the caller's side failed: result() returns nil, why)
+ *   run:result()                       -> result | nil, err, errno_name (ends the run)
+ *   (garbage collection of a run that was not ended kills it without waiting)
  *   core.reap([block])                 (pools: collect what finished prestarted runs left)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
@@ -28,6 +40,7 @@
 #include "internal.h"
 
 #include <dirent.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <lauxlib.h>
 #include <lua.h>
@@ -35,6 +48,7 @@
 
 #define SESSION_MT "llmbox.core.session"
 #define PENDING_MT "llmbox.core.pending"
+#define RUN_MT	   "llmbox.core.run"
 
 typedef struct lsession {
 	const lb_backend *backend;
@@ -497,6 +511,209 @@ static int l_pending_abandon(lua_State *L)
 	return 0;
 }
 
+/* ---- runs that never block ---- */
+
+struct chunk {
+	struct chunk *next;
+	enum lb_stream stream;
+	size_t len;
+	char data[];
+};
+
+typedef struct lrun {
+	const lb_backend *backend;
+	void *run; /* NULL once ended or discarded */
+	struct chunk *head, *tail;
+} lrun;
+
+/* Output is queued, never handed to Lua from inside the supervisor: run:take() gives it to Lua
+ * after the step, where a callback may yield or fail without a C frame in between. */
+static int queue_output(void *ud, enum lb_stream stream, const char *buf, size_t len)
+{
+	lrun *r = ud;
+	struct chunk *c = malloc(sizeof *c + len);
+	if (!c)
+		return 1; /* the run is stopped: out of memory for its output */
+	c->next = NULL;
+	c->stream = stream;
+	c->len = len;
+	memcpy(c->data, buf, len);
+	if (r->tail)
+		r->tail->next = c;
+	else
+		r->head = c;
+	r->tail = c;
+	return 0;
+}
+
+static void free_chunks(lrun *r)
+{
+	while (r->head) {
+		struct chunk *c = r->head;
+		r->head = c->next;
+		free(c);
+	}
+	r->tail = NULL;
+}
+
+/* A new run userdata; the table at `keep` (the strings its I/O points to) lives as long as it. */
+static lrun *new_run(lua_State *L, const lb_backend *b, int keep)
+{
+	lrun *r = lua_newuserdata(L, sizeof *r);
+	*r = (lrun){.backend = b};
+	luaL_getmetatable(L, RUN_MT);
+	lua_setmetatable(L, -2);
+	lua_pushvalue(L, keep);
+	lua_setfenv(L, -2);
+	return r;
+}
+
+static lrun *check_run(lua_State *L)
+{
+	lrun *r = luaL_checkudata(L, 1, RUN_MT);
+	if (!r->run)
+		luaL_error(L, "this run has ended");
+	return r;
+}
+
+/* session:start(spec) -> run | nil, err */
+static int l_start(lua_State *L)
+{
+	lsession *s = check_session(L);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	if (!s->backend->start)
+		return push_unsupported(L, s->backend, "start runs without blocking");
+	lb_run_spec spec = {0};
+	struct out_ctx ctx = {0};
+	read_run_spec(L, 2, &spec, &ctx);
+	lrun *r = new_run(L, s->backend, 2);
+	spec.on_output = queue_output;
+	spec.ud = r;
+	lb_error err = {0};
+	if (s->backend->start(s->handle, &spec, &r->run, &err) < 0)
+		return push_error(L, &err);
+	return 1;
+}
+
+/* pending:start{ request=, stdin=, timeout=, output= } -> run | nil, err */
+static int l_pending_start(lua_State *L)
+{
+	lpending *p = check_pending(L);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	if (!p->backend->pending_start)
+		return push_unsupported(L, p->backend, "start runs without blocking");
+	lb_run_io io = {0};
+	io.request = read_bytes(L, 2, "request", &io.request_len);
+	io.stdin_data = read_bytes(L, 2, "stdin", &io.stdin_len);
+	io.timeout = opt_number(L, 2, "timeout", 0);
+	io.output = (uint64_t)opt_number(L, 2, "output", 0);
+	lrun *r = new_run(L, p->backend, 2);
+	io.on_output = queue_output;
+	io.ud = r;
+	void *h = p->handle;
+	p->handle = NULL; /* the run owns it now, whatever happens */
+	lb_error err = {0};
+	if (p->backend->pending_start(h, &io, &r->run, &err) < 0)
+		return push_error(L, &err);
+	return 1;
+}
+
+static int l_run_fds(lua_State *L)
+{
+	lrun *r = check_run(L);
+	struct pollfd pf[16];
+	int timeout;
+	int n = r->backend->run_fds(r->run, pf, 16, &timeout);
+	lua_createtable(L, n, 0);
+	lua_createtable(L, n, 0);
+	for (int i = 0; i < n; i++) {
+		lua_pushinteger(L, pf[i].fd);
+		lua_rawseti(L, -3, i + 1);
+		lua_pushstring(L, pf[i].events & POLLOUT ? "w" : "r");
+		lua_rawseti(L, -2, i + 1);
+	}
+	if (timeout >= 0)
+		lua_pushinteger(L, timeout);
+	else
+		lua_pushnil(L);
+	return 3;
+}
+
+static int l_run_step(lua_State *L)
+{
+	lrun *r = check_run(L);
+	double ms = luaL_optnumber(L, 2, 0);
+	if (!(ms >= -1 && ms <= 86400000))
+		return luaL_argerror(L, 2, "expected milliseconds (-1 to 86400000)");
+	lua_pushboolean(L, r->backend->run_step(r->run, (int)ms));
+	return 1;
+}
+
+/* Also after the run has ended: what result() streamed last (a command that could not start). */
+static int l_run_take(lua_State *L)
+{
+	lrun *r = luaL_checkudata(L, 1, RUN_MT);
+	if (!r->head) {
+		lua_pushnil(L);
+		return 1;
+	}
+	lua_newtable(L);
+	int n = 0;
+	for (struct chunk *c = r->head; c; c = c->next) {
+		lua_pushstring(L, c->stream == LB_STDOUT ? "stdout" : "stderr");
+		lua_rawseti(L, -2, ++n);
+		lua_pushlstring(L, c->data, c->len);
+		lua_rawseti(L, -2, ++n);
+	}
+	free_chunks(r);
+	return 1;
+}
+
+static int l_run_abort(lua_State *L)
+{
+	lrun *r = check_run(L);
+	r->backend->run_abort(r->run, luaL_checkstring(L, 2));
+	return 0;
+}
+
+static int l_run_result(lua_State *L)
+{
+	lrun *r = check_run(L);
+	void *run = r->run;
+	r->run = NULL;
+	lb_result res;
+	lb_error err = {0};
+	if (r->backend->run_end(run, &res, &err) < 0)
+		return push_error(L, &err);
+	push_result(L, &res);
+	return 1;
+}
+
+static int l_run_gc(lua_State *L)
+{
+	lrun *r = luaL_checkudata(L, 1, RUN_MT);
+	if (r->run) {
+		r->backend->run_discard(r->run);
+		r->run = NULL;
+	}
+	free_chunks(r);
+	return 0;
+}
+
+/* A prestarted run nobody used: killed, and collected later (lb_reap) instead of waited for. */
+static int l_pending_gc(lua_State *L)
+{
+	lpending *p = luaL_checkudata(L, 1, PENDING_MT);
+	if (p->handle) {
+		if (p->backend->pending_discard)
+			p->backend->pending_discard(p->handle);
+		else
+			p->backend->pending_abandon(p->handle);
+		p->handle = NULL;
+	}
+	return 0;
+}
+
 /* session:reset() -> true | nil, err */
 static int l_reset(lua_State *L)
 {
@@ -710,13 +927,13 @@ static int l_listdir(lua_State *L)
 int luaopen_llmbox_core(lua_State *L)
 {
 	static const luaL_Reg session_methods[] = {
-		{"run", l_run},		  {"copy_in", l_copy_in},
-		{"copy_out", l_copy_out}, {"close", l_close},
-		{"closed", l_closed},	  {"prestart", l_prestart},
-		{"reset", l_reset},	  {NULL, NULL}};
+		{"run", l_run},	    {"copy_in", l_copy_in}, {"copy_out", l_copy_out},
+		{"close", l_close}, {"closed", l_closed},   {"prestart", l_prestart},
+		{"reset", l_reset}, {"start", l_start},	    {NULL, NULL}};
 	static const luaL_Reg pending_methods[] = {{"wait", l_pending_wait},
 						   {"finish", l_pending_finish},
 						   {"abandon", l_pending_abandon},
+						   {"start", l_pending_start},
 						   {NULL, NULL}};
 	static const luaL_Reg funcs[] = {{"open", l_open},
 					 {"backends", l_backends},
@@ -739,7 +956,18 @@ int luaopen_llmbox_core(lua_State *L)
 		lua_newtable(L);
 		luaL_register(L, NULL, pending_methods);
 		lua_setfield(L, -2, "__index");
-		lua_pushcfunction(L, l_pending_abandon);
+		lua_pushcfunction(L, l_pending_gc);
+		lua_setfield(L, -2, "__gc");
+	}
+	lua_pop(L, 1);
+	if (luaL_newmetatable(L, RUN_MT)) {
+		static const luaL_Reg run_methods[] = {
+			{"fds", l_run_fds},	{"step", l_run_step},	  {"take", l_run_take},
+			{"abort", l_run_abort}, {"result", l_run_result}, {NULL, NULL}};
+		lua_newtable(L);
+		luaL_register(L, NULL, run_methods);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, l_run_gc);
 		lua_setfield(L, -2, "__gc");
 	}
 	lua_pop(L, 1);

@@ -1,8 +1,9 @@
-/* The caller's side of a run while it runs (lb_run_finish): hand a prestarted program its
- * request, stream stdout and stderr to on_output, feed stdin, read the program's end from its
- * init (or from the program itself, on the fast path), and stop the run when a limit the
- * supervisor enforces fires: the wall clock, the output cap, or a fork the pids limit refused.
- * Then the verdict (verdict.c) and the teardown (chain.c). */
+/* The caller's side of a run while it runs, as steps an event loop can drive (lb_active_*):
+ * begin (hand a prestarted program its request), then steps that each do what is ready without
+ * blocking — stream stdout and stderr to on_output, feed stdin, read the program's end from its
+ * init (or from the program itself, on the fast path), stop the run when a limit the supervisor
+ * enforces fires (the wall clock, the output cap, a fork the pids limit refused) — and end: the
+ * verdict (verdict.c) and the teardown (chain.c). lb_run_finish is a small loop over them. */
 #define _GNU_SOURCE
 #include "run.h"
 
@@ -289,35 +290,120 @@ static void check_clock_and_pids(struct supervision *s)
 
 /* Done when the output has ended and the status is in: the status pipe's own EOF waits for the
  * teardown of the run's namespaces, which the result does not need. */
-static void supervise(struct supervision *s)
+static bool supervision_over(const struct supervision *s)
 {
-	int *fd = s->fd;
-	while (fd[FD_OUT] >= 0 || fd[FD_ERR] >= 0 || (fd[FD_STATUS] >= 0 && !s->o.got_status)) {
-		struct pollfd pf[N_FDS];
-		for (int i = 0; i < N_FDS; i++)
-			pf[i] = (struct pollfd){.fd = fd[i],
-						.events = i == FD_IN ? POLLOUT : POLLIN};
-		int n = poll(pf, N_FDS, poll_timeout(s));
-		if (n < 0 && errno != EINTR) {
-			int code = errno;
-			char msg[128];
-			snprintf(msg, sizeof msg, "poll: %s", strerror(code));
-			abort_run(s, code, msg);
-			break;
-		}
-		const short ready = POLLIN | POLLHUP | POLLERR;
-		for (int i = FD_OUT; i <= FD_ERR && n > 0; i++)
-			if (pf[i].revents & ready)
-				read_output(s, i);
-		flush_held(s);
-		if (n > 0 && fd[FD_STATUS] >= 0 && (pf[FD_STATUS].revents & ready))
-			read_status(s);
-		if (n > 0 && fd[FD_IN] >= 0 && (pf[FD_IN].revents & (POLLOUT | POLLERR | POLLHUP)))
-			feed_stdin(s);
-		if (n > 0 && fd[FD_CTL] >= 0 && (pf[FD_CTL].revents & ready))
-			read_exit_report(s);
-		check_clock_and_pids(s);
+	const int *fd = s->fd;
+	return !(fd[FD_OUT] >= 0 || fd[FD_ERR] >= 0 || (fd[FD_STATUS] >= 0 && !s->o.got_status));
+}
+
+static void poll_set(const struct supervision *s, struct pollfd pf[N_FDS])
+{
+	for (int i = 0; i < N_FDS; i++)
+		pf[i] = (struct pollfd){.fd = s->fd[i], .events = i == FD_IN ? POLLOUT : POLLIN};
+}
+
+/* What poll found: output first (it may fire the output cap), then the status, stdin, the
+ * program's own report, and the clock. */
+static void handle_ready(struct supervision *s, const struct pollfd pf[N_FDS], int n)
+{
+	const int *fd = s->fd;
+	const short ready = POLLIN | POLLHUP | POLLERR;
+	for (int i = FD_OUT; i <= FD_ERR && n > 0; i++)
+		if (pf[i].revents & ready)
+			read_output(s, i);
+	flush_held(s);
+	if (n > 0 && fd[FD_STATUS] >= 0 && (pf[FD_STATUS].revents & ready))
+		read_status(s);
+	if (n > 0 && fd[FD_IN] >= 0 && (pf[FD_IN].revents & (POLLOUT | POLLERR | POLLHUP)))
+		feed_stdin(s);
+	if (n > 0 && fd[FD_CTL] >= 0 && (pf[FD_CTL].revents & ready))
+		read_exit_report(s);
+	check_clock_and_pids(s);
+}
+
+/* A run being supervised. It owns its pending run and its output until lb_active_end. */
+struct lb_active {
+	struct supervision s;
+	lb_run_io io; /* a copy; what it points to stays the caller's until lb_active_end */
+	lb_error err;
+	lb_result res;
+	bool over; /* nothing left to step: the result can be made */
+};
+
+int lb_active_begin(lb_pending *p, const lb_run_io *io, lb_active **out, lb_error *err)
+{
+	*out = NULL;
+	lb_active *a = calloc(1, sizeof *a);
+	if (!a) {
+		lb_run_abandon(p);
+		return lb_fail(err, ENOMEM, "out of memory");
 	}
+	if (p->ctl >= 0) {
+		if (hand_request(p, io, err) < 0) {
+			lb_run_abandon(p);
+			free(a);
+			return -1;
+		}
+		p->start = lb_now_ms(); /* its wall clock starts with the request */
+	}
+	a->io = *io;
+	struct supervision *s = &a->s;
+	*s = (struct supervision){.p = p, .io = &a->io, .res = &a->res, .err = &a->err};
+	double timeout = io->timeout > 0 ? io->timeout : p->limits.timeout;
+	s->deadline = timeout > 0 ? p->start + timeout * 1e3 : 0;
+	s->max_output = io->output ? io->output : p->limits.output;
+	s->pids_checked = p->start;
+	int *owned[N_FDS] = {&p->out, &p->err, &p->status, &p->in, &p->ctl};
+	for (int i = 0; i < N_FDS; i++) {
+		s->fd[i] = *owned[i];
+		*owned[i] = -1;
+	}
+	if (s->fd[FD_IN] >= 0 && (!io->stdin_data || io->stdin_len == 0))
+		close_fd(&s->fd[FD_IN]);
+	a->over = supervision_over(s);
+	*out = a;
+	return 0;
+}
+
+int lb_active_fds(const lb_active *a, struct pollfd *pf, int max, int *timeout_ms)
+{
+	struct pollfd all[N_FDS];
+	int n = 0;
+	poll_set(&a->s, all);
+	for (int i = 0; i < N_FDS && n < max; i++)
+		if (all[i].fd >= 0 && !a->over)
+			pf[n++] = all[i];
+	*timeout_ms = a->over ? 0 : poll_timeout(&a->s);
+	return n;
+}
+
+int lb_active_step(lb_active *a, int wait_ms)
+{
+	struct supervision *s = &a->s;
+	if (a->over)
+		return 1;
+	struct pollfd pf[N_FDS];
+	poll_set(s, pf);
+	int t = poll_timeout(s);
+	if (wait_ms >= 0 && (t < 0 || t > wait_ms))
+		t = wait_ms;
+	int n = poll(pf, N_FDS, t);
+	if (n < 0 && errno != EINTR) {
+		int code = errno;
+		char msg[128];
+		snprintf(msg, sizeof msg, "poll: %s", strerror(code));
+		abort_run(s, code, msg);
+		a->over = true;
+		return 1;
+	}
+	handle_ready(s, pf, n < 0 ? 0 : n);
+	a->over = supervision_over(s);
+	return a->over;
+}
+
+void lb_active_abort(lb_active *a, const char *why)
+{
+	abort_run(&a->s, ECANCELED, why);
 }
 
 static char *take_buf(struct buf *b, size_t *len)
@@ -328,60 +414,71 @@ static char *take_buf(struct buf *b, size_t *len)
 	return d;
 }
 
-int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *err)
+int lb_active_end(lb_active *a, lb_result *res, lb_error *err)
 {
-	memset(res, 0, sizeof *res);
-	if (p->ctl >= 0) {
-		if (hand_request(p, io, err) < 0) {
-			lb_run_abandon(p);
-			return -1;
-		}
-		p->start = lb_now_ms(); /* its wall clock starts with the request */
-	}
-	struct supervision s = {.p = p, .io = io, .res = res, .err = err};
-	double timeout = io->timeout > 0 ? io->timeout : p->limits.timeout;
-	s.deadline = timeout > 0 ? p->start + timeout * 1e3 : 0;
-	s.max_output = io->output ? io->output : p->limits.output;
-	s.pids_checked = p->start;
-	int *owned[N_FDS] = {&p->out, &p->err, &p->status, &p->in, &p->ctl};
-	for (int i = 0; i < N_FDS; i++) {
-		s.fd[i] = *owned[i];
-		*owned[i] = -1;
-	}
-	if (s.fd[FD_IN] >= 0 && (!io->stdin_data || io->stdin_len == 0))
-		close_fd(&s.fd[FD_IN]);
-
-	supervise(&s);
-
+	struct supervision *s = &a->s;
+	lb_pending *p = s->p;
+	/* Ended early: stop the run and see its streams to their end (the run is being killed). */
+	if (!a->over)
+		lb_active_abort(a, "the run was ended before it finished");
+	while (!lb_active_step(a, -1))
+		;
 	for (int i = 0; i < N_FDS; i++)
-		close_fd(&s.fd[i]);
-	res->duration_ms = lb_now_ms() - p->start;
+		close_fd(&s->fd[i]);
+	a->res.duration_ms = lb_now_ms() - p->start;
 	lb_error setup = {0};
 	bool setup_failed = lb_read_report(p->report, &setup);
 	/* Read before the cgroups may go to the graveyard below. */
 	lb_cgroup_usage usage;
 	lb_cgroup_read(&p->cg, &usage);
 	/* A prestarted run that ended normally is collected later (see lb_reap). */
-	lb_run_collect(p, p->prestarted && s.o.got_status && !s.o.killed && !setup_failed);
+	lb_run_collect(p, p->prestarted && s->o.got_status && !s->o.killed && !setup_failed);
 	int rc = -1;
-	if (!s.aborted &&
-	    lb_verdict(p, &s.o, setup_failed ? &setup : NULL, &usage, res, err) == 0) {
+	if (s->aborted) {
+		*err = a->err;
+	} else if (lb_verdict(p, &s->o, setup_failed ? &setup : NULL, &usage, &a->res, err) == 0) {
 		if (setup_failed && setup.msg[0] == EXEC_MARK) {
 			/* The command could not be started: told like a shell would. */
-			buf_append(&s.out[1], "llmbox: ", 8);
-			buf_append(&s.out[1], setup.msg + 1, strlen(setup.msg + 1));
-			buf_append(&s.out[1], "\n", 1);
+			buf_append(&s->out[1], "llmbox: ", 8);
+			buf_append(&s->out[1], setup.msg + 1, strlen(setup.msg + 1));
+			buf_append(&s->out[1], "\n", 1);
 			/* streamed like the program's own stderr would have been */
-			stream_out(&s, FD_ERR, true);
+			stream_out(s, FD_ERR, true);
 		}
-		res->out = take_buf(&s.out[0], &res->out_len);
-		res->err = take_buf(&s.out[1], &res->err_len);
+		*res = a->res;
+		res->out = take_buf(&s->out[0], &res->out_len);
+		res->err = take_buf(&s->out[1], &res->err_len);
 		rc = 0;
 	}
 	lb_run_abandon(p); /* frees what is left */
-	free(s.out[0].data);
-	free(s.out[1].data);
+	free(s->out[0].data);
+	free(s->out[1].data);
+	free(a);
 	return rc;
+}
+
+void lb_active_discard(lb_active *a)
+{
+	if (!a)
+		return;
+	struct supervision *s = &a->s;
+	for (int i = 0; i < N_FDS; i++)
+		close_fd(&s->fd[i]);
+	lb_run_discard(s->p);
+	free(s->out[0].data);
+	free(s->out[1].data);
+	free(a);
+}
+
+int lb_run_finish(lb_pending *p, const lb_run_io *io, lb_result *res, lb_error *err)
+{
+	lb_active *a;
+	memset(res, 0, sizeof *res);
+	if (lb_active_begin(p, io, &a, err) < 0)
+		return -1;
+	while (!lb_active_step(a, -1))
+		;
+	return lb_active_end(a, res, err);
 }
 
 int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_result *res,

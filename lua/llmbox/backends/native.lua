@@ -1,7 +1,11 @@
 -- The native backend: our own jail, built by the C core (runtime/, backends/native.c).
 -- This driver translates a validated policy (and the recipe's extra paths) into the core's
--- open config; runs and copies go straight to C.
+-- open config. Copies go straight to C; runs are driven from here, step by step, so the output
+-- callbacks are called from Lua (never from inside C: they may yield, and a failing one stops
+-- the run cleanly), and an event loop could drive the same steps (run:fds(), run:step(0)).
 local core = require "llmbox.core"
+
+local setmetatable, pcall, tostring, format = setmetatable, pcall, tostring, string.format
 
 local _M = { _VERSION = "0.1.0", name = "native" }
 
@@ -57,6 +61,75 @@ local function ro_mounts(policy, recipe)
     return ro
 end
 
+-- Drives a started run to its end: steps (sleeping in poll until something is due), hands the
+-- output on to the callbacks in order, and returns the result. A callback that fails stops the
+-- run, which then fails with that callback's error.
+local function drive(run, on_stdout, on_stderr)
+    local failed = nil
+    local function deliver(over)
+        local chunks = run:take()
+        if not chunks then return end
+        for i = 1, #chunks, 2 do
+            local fn = chunks[i] == "stdout" and on_stdout or on_stderr
+            if fn and not failed then
+                local ok, err = pcall(fn, chunks[i + 1])
+                if not ok then
+                    failed = format("%s callback failed: %s", chunks[i] == "stdout" and "on_stdout" or "on_stderr",
+                        tostring(err))
+                    if not over then run:abort(failed) end
+                end
+            end
+        end
+    end
+    repeat
+        local over = run:step(-1)
+        deliver(false)
+    until over
+    local res, err, code = run:result()
+    deliver(true) -- what ending the run streamed (a command that could not start)
+    return res, err, code
+end
+
+_M.drive = drive
+
+-- A prestarted run (pools): waits for its request; finish() hands it over and drives the run.
+local Pending = {}
+Pending.__index = Pending
+
+function Pending:wait(ms) return self.pending:wait(ms) end
+function Pending:abandon() return self.pending:abandon() end
+
+function Pending:finish(io)
+    local run, err, code = self.pending:start(io)
+    if not run then return nil, err, code end
+    return drive(run, io.on_stdout, io.on_stderr)
+end
+
+-- An open jail. The C session underneath is closed by close() or when it is collected.
+local Handle = {}
+Handle.__index = Handle
+
+function Handle:run(spec)
+    local run, err, code = self.session:start(spec)
+    if not run then return nil, err, code end
+    return drive(run, spec.on_stdout, spec.on_stderr)
+end
+
+-- A run the caller drives itself (an event loop): run:fds(), run:step(0), run:take(), run:result().
+function Handle:start(spec) return self.session:start(spec) end
+
+function Handle:prestart(spec)
+    local pending, err, code = self.session:prestart(spec)
+    if not pending then return nil, err, code end
+    return setmetatable({ pending = pending }, Pending)
+end
+
+function Handle:copy_in(...) return self.session:copy_in(...) end
+function Handle:copy_out(...) return self.session:copy_out(...) end
+function Handle:reset() return self.session:reset() end
+function Handle:close() return self.session:close() end
+function Handle:closed() return self.session:closed() end
+
 function _M.open(policy, recipe)
     if policy.network.mode ~= "none" then
         -- Deny by default: nothing but loopback exists in the jail, so say so instead of
@@ -88,7 +161,7 @@ function _M.open(policy, recipe)
             end
         end
     end
-    return core.open("native", {
+    local session, err, code = core.open("native", {
         ro = ro_mounts(policy, recipe),
         workspace = policy.limits.workspace,
         tmp = policy.limits.tmp,
@@ -104,6 +177,8 @@ function _M.open(policy, recipe)
             deny_ioctls = sc.deny_ioctls,
         },
     })
+    if not session then return nil, err, code end
+    return setmetatable({ session = session }, Handle)
 end
 
 return _M

@@ -1,0 +1,109 @@
+-- Runs that never block: the C core supervises a run in steps, output reaches the callbacks from
+-- Lua (so they may yield or fail), and an event loop can drive several runs at once.
+local llmbox = require "llmbox"
+local native = require "llmbox.backends.native"
+local ffi = require "ffi"
+
+pcall(ffi.cdef, "int getpid(void);")
+
+-- The caller's children that have exited but were not waited for (zombies).
+local function zombies()
+    local n = 0
+    local p = io.popen("ps -o stat= --ppid " .. ffi.C.getpid())
+    for line in p:lines() do
+        if line:match("^Z") then n = n + 1 end
+    end
+    p:close()
+    return n
+end
+
+describe("runs in steps #unpriv", function()
+    local s
+    before_each(function() s = assert(llmbox.session({ lang = "python" })) end)
+    after_each(function() s:close() end)
+
+    it("lets an output callback yield, and the run goes on when it is resumed", function()
+        local seen = {}
+        local co = coroutine.create(function()
+            return s:run("import sys\nfor i in range(3): print(i)\nsys.exit(4)", {
+                on_stdout = function(chunk)
+                    seen[#seen + 1] = chunk
+                    coroutine.yield("chunk")
+                end,
+            })
+        end)
+        local yields, r = 0
+        repeat
+            local ok
+            ok, r = coroutine.resume(co)
+            assert(ok, r)
+            if r == "chunk" then yields = yields + 1 end
+        until coroutine.status(co) == "dead"
+        assert.is_true(yields >= 1)
+        assert.equal(yields, #seen)
+        assert.equal("0\n1\n2\n", table.concat(seen))
+        assert.equal("0\n1\n2\n", r.stdout)
+        assert.equal(4, r.exit_code)
+    end)
+
+    it("fails the run with the callback's error, and stops it", function()
+        local r, err = s:run("import time\nprint('x', flush=True)\ntime.sleep(30)",
+            { on_stdout = function() error("boom", 0) end })
+        assert.is_nil(r)
+        assert.equal("on_stdout callback failed: boom", err)
+        -- control: the same program with a working callback runs to its end (shortened)
+        r = assert(s:run("print('x')", { on_stdout = function() end }))
+        assert.equal("x\n", r.stdout)
+    end)
+
+    it("drives two runs at once from one loop, never blocking in a step", function()
+        local h = s.handle
+        local env = { "PATH=/usr/bin:/bin" }
+        local a = assert(h:start({ argv = { "/bin/sh", "-c", "sleep 0.3; echo a" }, env = env }))
+        local b = assert(h:start({ argv = { "/bin/sh", "-c", "echo b; exit 2" }, env = env }))
+        local out, over = { a = {}, b = {} }, {}
+        local steps = 0
+        while not (over.a and over.b) do
+            for name, run in pairs({ a = a, b = b }) do
+                if not over[name] then
+                    over[name] = run:step(0)
+                    steps = steps + 1
+                    local chunks = run:take()
+                    for i = 2, #(chunks or {}), 2 do table.insert(out[name], chunks[i]) end
+                    local fds, events, timeout = run:fds()
+                    assert.is_table(fds)
+                    assert.equal(#fds, #events)
+                    assert.is_true(timeout == nil or timeout >= 0)
+                end
+            end
+            os.execute("sleep 0.01")
+        end
+        local ra, rb = assert(a:result()), assert(b:result())
+        assert.equal("a\n", ra.stdout)
+        assert.equal(0, ra.exit_code)
+        assert.equal("b\n", rb.stdout)
+        assert.equal(2, rb.exit_code)
+        assert.equal("b\n", table.concat(out.b))
+        assert.is_true(steps > 2) -- b ended while a was still going
+        assert.has_error(function() a:step() end, "this run has ended")
+    end)
+
+    it("kills a run that is collected unfinished, without waiting, and leaves nothing behind", function()
+        local mark = s.layout.workspace .. "/late"
+        do
+            local run = assert(s.handle:start({ argv = { "/bin/sh", "-c", "sleep 0.5; touch " .. mark },
+                env = { "PATH=/usr/bin:/bin" } }))
+            assert.is_false(run:step(0))
+        end
+        collectgarbage()
+        collectgarbage()
+        native.maintain(true) -- collects what the discarded run left
+        assert.equal(0, zombies())
+        os.execute("sleep 0.7")
+        local r = assert(s:exec({ "ls", s.layout.workspace }))
+        assert.equal("", r.stdout) -- it was killed before it could write
+        -- control: the same program, left to run, writes its mark
+        r = assert(s:exec({ "/bin/sh", "-c", "sleep 0.5; touch " .. mark .. "; ls " .. s.layout.workspace }))
+        assert.equal("late\n", r.stdout)
+    end)
+end)

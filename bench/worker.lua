@@ -8,7 +8,7 @@
 -- another until END_MS and prints "result OK FAILED FIRST_MS LAST_MS".
 --   bare:   /usr/bin/python3 -c 'print(1)' processes (the floor)
 --   cold:   llmbox.session{ lang = "python" } + run + close
---   pooled: llmbox.session{ pool = p } + run + close (close() refills the pool, so its cost counts)
+--   pooled: llmbox.session{ pool = p } + run + close + maintain (the refill, so its cost counts)
 --
 -- MODE mem N: a pool of N prewarmed sandboxes; once all are ready, prints one JSON line with the
 -- Pss of this process and of every process below it (the pool's sandboxes).
@@ -86,6 +86,7 @@ elseif mode == "pooled" then
         if not s then return false end
         local r = s:run("print(1)")
         s:close()
+        p:maintain() -- the refill: this worker is its own loop, so its cost counts
         return r ~= nil and r.exit_code == 0 and r.stdout == "1\n" and r.warm == true
     end
 else

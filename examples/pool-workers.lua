@@ -1,36 +1,37 @@
 -- A pool served to several callers at once: `llmbox script examples/pool-workers.lua [N]`.
 -- N coroutines (think: requests in a daemon) share a pool of 2 Python sandboxes. The pool hands
 -- them out in arrival order; a caller that finds none free waits (its coroutine yields) until
--- one comes back. Each lease is a fresh sandbox whose interpreter started ahead of time.
+-- one is ready for it. Each lease is a fresh sandbox whose interpreter started ahead of time.
 local n = tonumber(arg[1]) or 4
 
-local p = assert(llmbox.pool{ lang = "python", min = 2, max = 2 })
-local callers, busy, order = {}, {}, {}
+-- A tiny scheduler: a queue of coroutines to resume, with the values to resume them with.
+local runnable = {}
+local function schedule(co, ...) runnable[#runnable + 1] = { co = co, n = select("#", ...), ... } end
+
+-- The pool never runs a waiter itself: it hands it back to this scheduler (resume hook).
+local p = assert(llmbox.pool{ lang = "python", min = 2, max = 2, resume = schedule })
+local order = {}
 for i = 1, n do
-    callers[i] = coroutine.create(function()
-        local s = assert(llmbox.session{ pool = p }) -- may wait: yields until a lease comes back
+    schedule(coroutine.create(function()
+        local s = assert(llmbox.session{ pool = p }) -- may wait: yields until a sandbox is ready
         local r = assert(s:run(("print('caller %d:', sum(range(%d)))"):format(i, i * 10)))
         order[#order + 1] = r.stdout:gsub("\n$", "") .. (r.warm and " (warm)" or "")
-        busy[i] = true
-        coroutine.yield() -- hold the lease for a moment, as a real request would
-        busy[i] = nil
-        s:close()         -- the first waiting caller gets a sandbox now
-    end)
+        coroutine.yield("hold") -- hold the lease for a moment, as a real request would
+        s:close()               -- back to the pool; the refill waits for maintain()
+    end))
 end
--- A tiny scheduler: start everyone, then resume callers that hold a lease until all are done.
--- (Waiting callers are resumed by the pool itself when a lease is returned.)
-for i = 1, n do assert(coroutine.resume(callers[i])) end
-local waited = p:stats().waiting
-repeat
-    local progressed = false
-    for i = 1, n do
-        if busy[i] then
-            assert(coroutine.resume(callers[i]))
-            progressed = true
-        end
+local waited = 0
+while #runnable > 0 do
+    local job = table.remove(runnable, 1)
+    local ok, what = coroutine.resume(job.co, unpack(job, 1, job.n))
+    assert(ok, what)
+    if what == require("llmbox.pool").WAITING then
+        waited = waited + 1 -- the pool will hand it back through `schedule`
+    elseif coroutine.status(job.co) == "suspended" then
+        schedule(job.co) -- it yielded for another reason: resume it later
     end
-until not progressed
+    if #runnable == 0 then p:maintain() end -- idle: refill, and wake the next waiter
+end
 for _, line in ipairs(order) do print(line) end
-local st = p:stats()
-print(("%d callers, %d waited, %d sandboxes created"):format(n, waited, st.created))
+print(("%d callers, %d waited, %d sandboxes created"):format(n, waited, p:stats().created))
 p:close()

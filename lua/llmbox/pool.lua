@@ -5,14 +5,15 @@
 --   s:run("print(1)"); s:close()                     -- back to the pool: destroyed or reset
 --   p:stats(); p:close()
 --
--- A slot is one sandbox the pool owns (a backend handle). Callers never get the slot itself:
--- each lease is a new session object around it, dead once closed, so a stale reference cannot
--- reach the next user's sandbox. With max_uses = 1 (the default) a slot serves one lease and is
--- destroyed; with more, the backend empties it (handle:reset()) between leases.
+-- A slot is one sandbox the pool owns (a session of the pool's own). Callers never get it:
+-- each lease is a new session object handed off from it (Session:handoff), dead once closed, so
+-- a stale reference cannot reach the next user's sandbox. With max_uses = 1 (the default) a slot
+-- serves one lease and is destroyed; with more, it is emptied (Session:reset) before its next.
+-- The pool uses only the sessions' public methods and the driver's open and maintain.
 --
 -- Warm start: where the recipe has a `warm` program and the backend can prestart runs, each
--- slot holds an interpreter that already started inside it and waits for its code (see
--- session.lua and recipes/python/llmbox_warm.py); the lease's first run uses it.
+-- slot holds an interpreter that already started inside it and waits for its code (warm.lua,
+-- Session:prestart); the lease's first run uses it.
 --
 -- Why prestarted jails and not a fork server (zygote): a zygote forks one pre-initialised
 -- interpreter for every run, so every sandbox would inherit the same memory image: the same
@@ -26,9 +27,19 @@
 -- fresh sandboxes (the benchmark in bench/ measures both).
 --
 -- Settings come from a pool policy (policies/pools/NAME.lua, validated like security
--- policies) overridden by the options given here. No event loop is assumed: the pool refills
--- when a lease comes back and in maintain(), which a long-lived process calls on a timer (it also
--- runs health checks, idle and lifetime expiry, and acquisition timeouts).
+-- policies) overridden by the options given here. No event loop is assumed, and nothing costly
+-- happens on a caller's path but a miss: giving a lease back (close()) never opens, resets or
+-- prestarts a sandbox. That work waits for maintain(), which a long-lived process calls on a
+-- timer or when it is idle (it also runs health checks, idle and lifetime expiry and
+-- acquisition timeouts, and wakes waiters); an acquire that finds nothing ready does it for the
+-- slots it needs.
+--
+-- Waiting callers are coroutines (exhaustion = "wait"): acquire yields pool.WAITING. When a
+-- sandbox is ready for the first of them, the pool calls the `resume` option (`resume(co,
+-- session)` or `resume(co, nil, err)`), which should hand the coroutine back to the caller's
+-- scheduler (e.g. a luv idle or timer callback) so that it resumes there, and what it yields
+-- next goes to that scheduler. Without `resume`, maintain() resumes it itself; a value the
+-- coroutine yields then has nobody to go to and is reported on stderr.
 local policy_mod = require "llmbox.policy"
 local schema = require "llmbox.schema"
 local recipes = require "llmbox.recipes"
@@ -38,7 +49,9 @@ local util = require "llmbox.util"
 
 local now_ms = util.now_ms
 local type, pairs, ipairs, tostring, format = type, pairs, ipairs, tostring, string.format
-local co_running, co_yield, co_resume = coroutine.running, coroutine.yield, coroutine.resume
+local co_running, co_yield, co_resume, co_status = coroutine.running, coroutine.yield, coroutine.resume,
+    coroutine.status
+local select, unpack, pcall = select, unpack, pcall
 local remove = table.remove
 
 local _M = { _VERSION = "0.1.0" }
@@ -75,7 +88,7 @@ _M.schema = {
 
 local HOOK_TIMEOUT = 0.1 -- seconds a pool policy's hook may take
 
-local OPTION_KEYS = { lang = 1, backend = 1, policy = 1, pool_policy = 1, env = 1 }
+local OPTION_KEYS = { lang = 1, backend = 1, policy = 1, pool_policy = 1, env = 1, resume = 1 }
 
 -- policies/pools/NAME.lua in the policy directories, or a path
 local function find_pool_policy(what)
@@ -127,6 +140,9 @@ function _M.new(opts)
         end
     end
     if type(opts.lang) ~= "string" then error("pool: lang is required (e.g. lang = \"python\")", 2) end
+    if opts.resume ~= nil and type(opts.resume) ~= "function" then
+        error("pool: resume must be a function(co, ...) that hands the coroutine to your scheduler", 2)
+    end
     local recipe, err = recipes.get(opts.lang)
     if not recipe then return nil, err end
     local settings
@@ -146,10 +162,13 @@ function _M.new(opts)
     end
     local self = setmetatable({
         settings = settings, recipe = recipe, driver = driver, policy = sec, env = opts.env,
+        resume = opts.resume,
         idle = {},     -- ready slots, oldest first
+        dirty = {},    -- slots given back for reuse, emptied by maintain() (or a miss)
         busy = {},     -- slot -> true
         n_busy = 0,
         waiters = {},  -- FIFO of { co =, deadline = }
+        wakeups = {},  -- waiters whose answer is in, for maintain() to resume (no resume hook)
         demand = {},   -- times (ms) of recent acquisitions, for the target hook
         counters = { created = 0, recycled = 0, unhealthy = 0, waits = 0, failures = 0,
             temporary = 0, acquired = 0, hits = 0, misses = 0 },
@@ -173,10 +192,11 @@ function Pool:_new_slot(temporary)
         self.counters.failures = self.counters.failures + 1
         return nil, "cannot create a pooled sandbox: " .. tostring(err)
     end
-    local slot = { handle = handle, created = now_ms(), uses = 0, temporary = temporary }
+    local slot = { session = session.wrap(self.driver, self.policy, self.recipe, handle, self.env),
+        created = now_ms(), uses = 0, temporary = temporary }
     local ok, perr = self:_ready(slot)
     if not ok then
-        handle:close()
+        slot.session:close()
         self.counters.failures = self.counters.failures + 1
         return nil, perr
     end
@@ -184,10 +204,10 @@ function Pool:_new_slot(temporary)
     return slot
 end
 
--- Makes a new or just-reset slot ready for its next lease: libraries, then the warm program.
+-- Makes a new or just-emptied slot ready for its next lease: libraries, then the warm program.
 function Pool:_ready(slot)
     slot.idle_since, slot.checked = now_ms(), now_ms()
-    local s = session.wrap(self.driver, self.policy, self.recipe, slot.handle, self.env)
+    local s = slot.session
     local libs = self.settings.libraries
     if #libs > 0 then
         local r, err = s:install(libs)
@@ -197,24 +217,35 @@ function Pool:_ready(slot)
         end
     end
     if self.settings.warm then
-        local ok, err = s:_prestart()
+        local ok, err = s:prestart()
         if ok == nil then return nil, "pool: starting the warm program: " .. tostring(err) end
-        slot.warm = s._warm
     end
     return true
 end
 
 function Pool:_destroy(slot, why)
-    if slot.warm then slot.warm.pending:abandon() end
-    slot.warm = nil
-    slot.handle:close()
+    slot.session:close()
     if why == "recycled" then self.counters.recycled = self.counters.recycled + 1 end
     if why == "unhealthy" then self.counters.unhealthy = self.counters.unhealthy + 1 end
 end
 
 function Pool:_healthy(slot)
-    if slot.warm then return slot.warm.pending:wait(0) ~= "dead" end
-    return not slot.handle:closed()
+    return slot.session:healthy()
+end
+
+-- Empties one slot that came back for reuse; true when it is ready again.
+function Pool:_clean_one()
+    local slot = remove(self.dirty, 1)
+    if not slot then return false end
+    local ok, err = slot.session:reset()
+    if ok then ok, err = self:_ready(slot) end
+    if ok then
+        self.idle[#self.idle + 1] = slot
+        return true
+    end
+    io.stderr:write("llmbox: pool: a sandbox could not be reset, destroyed it: ", tostring(err), "\n")
+    self:_destroy(slot, "unhealthy")
+    return false
 end
 
 local function clamp(n, lo, hi)
@@ -246,8 +277,9 @@ function Pool:target()
     return clamp(math.floor(n), s.min, s.max)
 end
 
--- Creates ready sandboxes up to the target, never past max.
+-- Creates ready sandboxes up to the target, never past max (emptied ones first).
 function Pool:_fill()
+    while #self.dirty > 0 and not self.closed do self:_clean_one() end
     local target = self:target()
     while not self.closed and #self.idle < target and #self.idle + self.n_busy < self.settings.max do
         local slot, err = self:_new_slot(false)
@@ -262,10 +294,8 @@ end
 function Pool:_lease(slot, env)
     self.busy[slot] = true
     if not slot.temporary then self.n_busy = self.n_busy + 1 end
-    local s = session.wrap(self.driver, self.policy, self.recipe, slot.handle, env or self.env)
-    s._warm, slot.warm = slot.warm, nil
-    if s._warm then s._warm.wait_ms = 10000 end -- still starting: waiting beats a cold start
-    s._pool, s._slot = self, slot
+    local s = assert(slot.session:handoff(env or self.env, function(lease) self:_release(slot, lease) end))
+    slot.session = nil
     slot.uses = slot.uses + 1
     return s
 end
@@ -288,6 +318,10 @@ function Pool:acquire(opts)
     self.demand[#self.demand + 1] = now_ms()
     -- callers already waiting go first: a newcomer never takes a sandbox ahead of them
     local slot = #self.waiters == 0 and self:_take_idle() or nil
+    if not slot and #self.waiters == 0 and #self.dirty > 0 then
+        -- emptying a sandbox that came back beats making one
+        while not slot and self:_clean_one() do slot = self:_take_idle() end
+    end
     if slot then
         self.counters.hits = self.counters.hits + 1
     elseif self.n_busy < self.settings.max and #self.waiters == 0 then
@@ -329,9 +363,29 @@ end
 -- A value the waiting coroutine yields, so a scheduler can tell a pool wait from other yields.
 _M.WAITING = setmetatable({}, { __tostring = function() return "llmbox.pool: waiting" end })
 
-local function wake(w, ...)
-    local ok, err = co_resume(w.co, ...)
-    if not ok then io.stderr:write("llmbox: pool waiter failed: ", tostring(err), "\n") end
+-- Hands a waiter its answer: through the caller's scheduler when the pool has a resume hook;
+-- else queued for maintain() to resume, never inside another caller's close().
+function Pool:_wake(w, ...)
+    if self.resume then
+        local ok, err = pcall(self.resume, w.co, ...)
+        if not ok then io.stderr:write("llmbox: pool: the resume hook failed: ", tostring(err), "\n") end
+        return
+    end
+    self.wakeups[#self.wakeups + 1] = { co = w.co, n = select("#", ...), ... }
+end
+
+-- Resumes the waiters whose answer is in (no resume hook); what they yield has nobody to go to.
+function Pool:_run_wakeups()
+    while #self.wakeups > 0 do
+        local w = remove(self.wakeups, 1)
+        local ok, what = co_resume(w.co, unpack(w, 1, w.n))
+        if not ok then
+            io.stderr:write("llmbox: pool waiter failed: ", tostring(what), "\n")
+        elseif co_status(w.co) == "suspended" and what ~= _M.WAITING then
+            io.stderr:write("llmbox: pool: a waiter resumed by maintain() yielded ", tostring(what),
+                ", which nobody receives; give llmbox.pool a resume hook to resume waiters in your scheduler\n")
+        end
+    end
 end
 
 function Pool:_expire_waiters()
@@ -342,7 +396,7 @@ function Pool:_expire_waiters()
         if t >= w.deadline then
             remove(self.waiters, i)
             self.counters.failures = self.counters.failures + 1
-            wake(w, nil, format("pool exhausted: no sandbox came free within acquisition_timeout (%gs)",
+            self:_wake(w, nil, format("pool exhausted: no sandbox came free within acquisition_timeout (%gs)",
                 self.settings.acquisition_timeout))
         else
             i = i + 1
@@ -350,51 +404,41 @@ function Pool:_expire_waiters()
     end
 end
 
--- Gives ready slots to waiting callers, first come first served.
-function Pool:_handoff()
+-- Gives ready slots to waiting callers, first come first served; with `make`, also makes the
+-- slots they need (maintain()), else only hands out what is ready (a lease coming back).
+function Pool:_handoff(make)
     self:_expire_waiters()
     while #self.waiters > 0 do
         local slot = self:_take_idle()
-        if not slot then
-            if self.n_busy >= self.settings.max then return end
-            -- a failed start leaves the waiter queued: its acquisition_timeout reports the failure
-            slot = self:_new_slot(false)
-            if not slot then return end
+        if not slot and make then
+            while not slot and self:_clean_one() do slot = self:_take_idle() end
+            if not slot and self.n_busy < self.settings.max then
+                -- a failed start leaves the waiter queued: its acquisition_timeout reports it
+                slot = self:_new_slot(false)
+            end
         end
+        if not slot then return end
         local w = remove(self.waiters, 1)
-        wake(w, self:_lease(slot, w.env))
+        self:_wake(w, self:_lease(slot, w.env))
     end
 end
 
--- Session:close() of a lease lands here.
-function Pool:_release(s)
-    local slot = s._slot
-    s._slot = nil
+-- A lease's close() lands here: the sandbox is taken back and kept for reuse (emptied later, by
+-- maintain) or destroyed. Nothing is made or started here, and no waiter runs here.
+function Pool:_release(slot, lease)
     if not self.busy[slot] then return end
+    slot.session = assert(lease:handoff(self.env))
     self.busy[slot] = nil
     if not slot.temporary then self.n_busy = self.n_busy - 1 end
     local st = self.settings
     local reuse = not slot.temporary and not self.closed and slot.uses < st.max_uses
         and now_ms() - slot.created < st.max_lifetime * 1000 and self:_healthy(slot)
     if reuse then
-        if slot.warm then slot.warm.pending:abandon() end
-        slot.warm = nil
-        local ok, err = slot.handle:reset()
-        if ok then ok, err = self:_ready(slot) end
-        if ok then
-            self.idle[#self.idle + 1] = slot
-        else
-            io.stderr:write("llmbox: pool: a sandbox could not be reset, destroyed it: ", tostring(err), "\n")
-            self:_destroy(slot, "unhealthy")
-        end
+        self.dirty[#self.dirty + 1] = slot
     else
         self:_destroy(slot, slot.temporary and "temporary" or "recycled")
     end
-    if not self.closed then
-        self:_handoff()
-        local ok, err = self:_fill()
-        if not ok then io.stderr:write("llmbox: pool: refill failed: ", tostring(err), "\n") end
-    end
+    if not self.closed then self:_handoff(false) end
 end
 
 --- p:maintain() -> true: health checks, idle and lifetime expiry, waiter timeouts, refill.
@@ -417,8 +461,9 @@ function Pool:maintain()
         if why then self:_destroy(slot, why) else keep[#keep + 1] = slot end
     end
     self.idle = keep
-    self:_handoff()
+    self:_handoff(true)
     local ok, err = self:_fill()
+    self:_run_wakeups()
     if not ok then return nil, err end
     return true
 end
@@ -427,11 +472,12 @@ end
 function Pool:stats()
     local starting = 0
     for _, slot in ipairs(self.idle) do
-        if slot.warm and slot.warm.pending:wait(0) == "starting" then starting = starting + 1 end
+        if slot.session:warm_state() == "starting" then starting = starting + 1 end
     end
     local c = self.counters
     return {
-        total = #self.idle + self.n_busy, idle = #self.idle - starting, busy = self.n_busy,
+        total = #self.idle + #self.dirty + self.n_busy, idle = #self.idle - starting, busy = self.n_busy,
+        dirty = #self.dirty,
         starting = starting, waiting = #self.waiters,
         unhealthy = c.unhealthy, created = c.created, recycled = c.recycled, waits = c.waits,
         failures = c.failures, temporary = c.temporary, acquired = c.acquired, hits = c.hits,
@@ -444,10 +490,12 @@ function Pool:close()
     if self.closed then return true end
     self.closed = true
     for _, slot in ipairs(self.idle) do self:_destroy(slot) end
-    self.idle = {}
+    for _, slot in ipairs(self.dirty) do self:_destroy(slot) end
+    self.idle, self.dirty = {}, {}
     local waiters = self.waiters
     self.waiters = {}
-    for _, w in ipairs(waiters) do wake(w, nil, "pool is closed") end
+    for _, w in ipairs(waiters) do self:_wake(w, nil, "pool is closed") end
+    self:_run_wakeups()
     self.driver.maintain(true)
     return true
 end

@@ -7,9 +7,10 @@ local admit = require "llmbox.admit"
 local recipes = require "llmbox.recipes"
 local backends = require "llmbox.backends"
 local artifacts = require "llmbox.artifacts"
+local warm = require "llmbox.warm"
 
 local type, pairs, ipairs, tostring, setmetatable = type, pairs, ipairs, tostring, setmetatable
-local concat, sort, format = table.concat, table.sort, string.format
+local sort, format = table.sort, string.format
 
 local util = require "llmbox.util"
 local now_ms, with_private_dir = util.now_ms, util.with_private_dir
@@ -71,6 +72,7 @@ function _M.wrap(driver, policy, recipe, handle, env)
         recipe = recipe,
         policy = policy,
         backend = driver.name,
+        driver = driver,
         -- where the workspace, the code and the plots are in this backend's sandboxes
         layout = driver.layout,
         env = env or {},
@@ -186,35 +188,29 @@ function Session:_exec(argv, opts, recipe, files)
     return res
 end
 
--- Pooled sessions may hold a prestarted program (see pool.lua): an interpreter that started with
--- this session's environment and limits and waits for its code. It serves the first run only if
--- that run needs nothing it was not started with; otherwise it is dropped and the run starts cold.
-local WARM_OK = { timeout = 1, output = 1, stdin = 1, args = 1, on_stdout = 1, on_stderr = 1,
-    keep_plots = 1, artifacts = 1, artifacts_max = 1, cwd = 1, env = 1, clean = 1, libraries = 1 }
-
+-- Pooled sessions may hold a prestarted program (see pool.lua and warm.lua): an interpreter that
+-- started with this session's environment and limits and waits for its code. It serves the first
+-- run only if that run needs nothing it was not started with; otherwise it is dropped and the run
+-- starts cold.
 function Session:_take_warm(recipe, opts, caller_opts)
-    local warm = self._warm
-    if not warm then return nil end
+    local w = self._warm
+    if not w then return nil end
     self._warm = nil
-    local usable = warm.recipe == recipe and (opts.cwd == nil or opts.cwd == self.layout.workspace)
-        and not (opts.libraries and #opts.libraries > 0)
-    for k in pairs(caller_opts) do if not WARM_OK[k] then usable = false end end
-    if usable then
-        -- exactly the environment a cold run would get, or the interpreter saw the wrong one
-        local env = build_env(self, recipe, opts.env)
-        usable = #env == #warm.env
-        for i = 1, #env do if env[i] ~= warm.env[i] then usable = false end end
+    if warm.serves(w, recipe, build_env(self, recipe, opts.env), opts.cwd, self.layout.workspace, caller_opts)
+        and w.pending:wait(w.wait_ms) == "ready" then
+        return w
     end
-    if usable and warm.pending:wait(warm.wait_ms or 0) == "ready" then return warm end
-    warm.pending:abandon()
+    w.pending:abandon()
     return nil
 end
 
--- Starts this session's recipe's warm program (pools call it on sessions nobody has used yet).
--- Returns true, false when the recipe or backend has none, or nil, err.
-function Session:_prestart()
+--- s:prestart() -> true | false (the recipe or the backend has no warm start) | nil, err
+--- Starts the recipe's warm program in this sandbox, for its next run (pools call it on sandboxes
+--- nobody has used yet).
+function Session:prestart()
     local recipe = self.recipe
     if not (recipe and recipe.warm and self.handle and self.handle.prestart) then return false end
+    if self._warm then return true end
     local layout = self.layout
     local env = build_env(self, recipe, recipe.plots and { LLMBOX_PLOTS_DIR = layout.plots } or nil)
     local limits = assert(build_limits(self, {}))
@@ -225,29 +221,62 @@ function Session:_prestart()
         files = recipes.warm_files(recipe, layout),
     })
     if not pending then return nil, err end
-    self._warm = { pending = pending, recipe = recipe, env = env }
+    self._warm = warm.new(pending, recipe, env)
     return true
 end
 
-function Session:_exec_warm(warm, path, code, opts)
+--- s:warm_state() -> "ready" | "starting" | "dead" | nil (no warm program)
+function Session:warm_state()
+    return self._warm and warm.state(self._warm) or nil
+end
+
+--- s:healthy() -> true when the sandbox (and its warm program, if any) can still serve a run
+function Session:healthy()
+    if not self.handle or self.handle:closed() then return false end
+    return self:warm_state() ~= "dead"
+end
+
+--- s:reset() -> true | nil, err: empties the workspace and /tmp for the sandbox's next user and
+--- drops the warm program (pools reuse sandboxes this way when max_uses > 1).
+function Session:reset()
+    if not self.handle then return nil, "session is closed" end
+    self:_drop_warm()
+    return self.handle:reset()
+end
+
+function Session:_drop_warm()
+    if self._warm then
+        self._warm.pending:abandon()
+        self._warm = nil
+    end
+end
+
+--- s:handoff([env] [, on_close]) -> a new session on the same sandbox, with this one's warm
+--- program; this session is closed without closing the sandbox. Pools lease sandboxes this way:
+--- each lease is a new object, dead once closed, so a stale reference never reaches the next
+--- user. on_close(lease), when given, is called by the new session's close() instead of closing
+--- the sandbox.
+function Session:handoff(env, on_close)
+    if not self.handle then return nil, "session is closed" end
+    local s = _M.wrap(self.driver, self.policy, self.recipe, self.handle, env or self.env)
+    s._warm, self._warm = self._warm, nil
+    if s._warm then s._warm.wait_ms = warm.LEASE_WAIT_MS end
+    s._on_close = on_close
+    self.handle = nil
+    return s
+end
+
+function Session:_exec_warm(w, path, code, opts)
     local limits, err = build_limits(self, opts)
-    if not limits then
-        warm.pending:abandon()
+    local request
+    if limits then request, err = warm.request(path, self.layout.workspace, opts.args or {}, code) end
+    if not request then
+        w.pending:abandon()
         return nil, err
     end
-    local args = opts.args or {}
-    local req = { "1", path, self.layout.workspace, tostring(#args) }
-    for i, a in ipairs(args) do
-        if type(a) ~= "string" or a:find("\0", 1, true) then
-            warm.pending:abandon()
-            return nil, format("args[%d]: expected a string without NUL bytes", i)
-        end
-        req[#req + 1] = a
-    end
-    req[#req + 1] = code
     self.runs = self.runs + 1
-    local res, rerr = warm.pending:finish({
-        request = concat(req, "\0"),
+    local res, rerr = w.pending:finish({
+        request = request,
         stdin = opts.stdin,
         timeout = limits.timeout,
         output = limits.output,
@@ -333,9 +362,9 @@ function Session:run(code, opts, admission)
             res.duration_ms = res.duration_ms + compile.duration_ms
         end
     else
-        local warm = self:_take_warm(recipe, o, opts)
-        if warm then
-            res, err = self:_exec_warm(warm, path, code, o)
+        local w = self:_take_warm(recipe, o, opts)
+        if w then
+            res, err = self:_exec_warm(w, path, code, o)
         else
             res, err = self:_exec(recipes.argv(recipe, path, opts.args, nil, layout), o, recipe, files)
         end
@@ -385,10 +414,7 @@ function Session:install(packages, opts)
     local lib = self.policy.libraries
     -- a prestarted interpreter looked for the install directory before it existed (and cached
     -- that): the next run starts cold instead
-    if self._warm then
-        self._warm.pending:abandon()
-        self._warm = nil
-    end
+    self:_drop_warm()
     local sources = lib.sources[recipe.name] or {}
     if recipe.name == "python" and not sources.find_links then sources.find_links = {} end
     local argv = recipes.install_argv(recipe, packages, sources, self.layout)
@@ -444,15 +470,12 @@ function Session:copy_from(src, dst, max)
 end
 
 function Session:close()
-    if self._warm then
-        self._warm.pending:abandon()
-        self._warm = nil
-    end
-    if self._pool then
-        -- a leased session goes back to its pool, which decides to reset or destroy it
-        local pool = self._pool
-        self._pool = nil
-        pool:_release(self)
+    self:_drop_warm()
+    if self._on_close then
+        -- a lease goes back to its pool, which decides to reset or destroy the sandbox
+        local on_close = self._on_close
+        self._on_close = nil
+        on_close(self)
         self.handle = nil
         return true
     end

@@ -347,10 +347,12 @@ describe("pool exhaustion and fairness #unpriv", function()
             assert.equal(pool_mod.WAITING, v)
         end
         assert.equal(4, p:stats().waiting)
-        holder:close() -- hands the sandbox to the first waiter, which runs until its yield
+        holder:close() -- never runs a waiter inside another caller's close()
+        assert.same({}, order)
         for i = 1, 4 do
+            assert(p:maintain()) -- makes the sandbox the first waiter gets, and resumes it
             assert.same({ unpack({ "1", "2", "3", "4" }, 1, i) }, order)
-            coroutine.resume(cos[i]) -- releases: the next waiter gets it
+            coroutine.resume(cos[i]) -- releases (the sandbox is single-use: destroyed)
         end
         assert.equal(4, p:stats().waits)
         assert.equal(0, p:stats().total) -- single use and min = 0: each went when returned
@@ -393,6 +395,9 @@ describe("pool maintenance #unpriv", function()
         assert.equal(3, st.idle)
         assert.equal(3, st.created)
         lease_run(p, "print(1)")
+        st = p:stats()
+        assert.equal(2, st.idle, "giving a lease back refills nothing by itself")
+        assert(p:maintain())
         wait_ready(p)
         st = p:stats()
         assert.equal(3, st.idle)
@@ -434,7 +439,10 @@ describe("pool maintenance #unpriv", function()
         local a, b = assert(p:acquire()), assert(p:acquire())
         a:close()
         b:close()
-        assert.equal(2, p:stats().idle) -- reusable: both came back
+        assert.equal(2, p:stats().dirty) -- reusable: both came back, to be emptied by maintain()
+        assert.equal(0, p:stats().idle)
+        assert(p:maintain())
+        assert.equal(2, p:stats().idle)
         sleep(0.2)
         assert(p:maintain())
         local st = p:stats()
@@ -587,7 +595,7 @@ describe("pool soak #unpriv", function()
             assert.equal(i .. "\n", r.stdout)
             s:close()
             if i % 50 == 0 then assert(p:maintain()) end
-            if i == 20 then early = fds() end
+            if i == 50 then early = fds() end -- compared in the same state: just after maintain()
         end
         -- steady: the pool's own descriptors do not grow with the number of leases
         assert.is_true(fds() <= early + 2, ("descriptors grew from %d to %d"):format(early, fds()))
@@ -604,5 +612,100 @@ describe("pool soak #unpriv", function()
             sleep(0.05)
         end
         assert.equal(0, left)
+    end)
+end)
+
+describe("pool work off the caller's path #unpriv", function()
+    local native = require "llmbox.backends.native"
+    local function count_opens(fn)
+        local open, n = native.open, 0
+        native.open = function(...)
+            n = n + 1
+            return open(...)
+        end
+        local ok, err = pcall(fn)
+        native.open = open
+        assert(ok, err)
+        return n
+    end
+
+    it("giving a lease back opens no sandbox; maintain() refills", function()
+        local p = assert(llmbox.pool({ lang = "python", min = 2, max = 3 }))
+        local s = assert(p:acquire())
+        assert.equal(0, count_opens(function() s:close() end))
+        assert.equal(1, count_opens(function() assert(p:maintain()) end)) -- the control: it does open
+        assert.equal(2, p:stats().total)
+        p:close()
+    end)
+
+    it("hands a waiter its lease through the resume hook, never running it in close()", function()
+        local scheduled = {}
+        local p = assert(llmbox.pool({ lang = "shell", min = 0, max = 1, max_uses = 3,
+            resume = function(co, ...) scheduled[#scheduled + 1] = { co = co, n = select("#", ...), ... } end }))
+        local holder = assert(p:acquire())
+        local got
+        local co = coroutine.create(function()
+            local s = assert(p:acquire())
+            got = assert(s:exec("echo waited")).stdout
+            coroutine.yield("mine") -- goes to the scheduler that resumed it
+            s:close()
+        end)
+        assert.equal(pool_mod.WAITING, select(2, coroutine.resume(co)))
+        holder:close() -- reusable (max_uses = 3): comes back to be emptied, then goes to the waiter
+        assert.same({}, scheduled)
+        assert(p:maintain())
+        assert.equal(1, #scheduled)
+        assert.equal(co, scheduled[1].co)
+        assert.is_nil(got) -- scheduled, not run: the scheduler resumes it
+        local w = scheduled[1]
+        local ok, yielded = coroutine.resume(w.co, unpack(w, 1, w.n))
+        assert.is_true(ok)
+        assert.equal("mine", yielded)
+        assert.equal("waited\n", got)
+        coroutine.resume(co)
+        assert.equal("dead", coroutine.status(co))
+        p:close()
+    end)
+
+    it("leases hand the sandbox on: a session handed off is closed, its successor works", function()
+        local s = assert(llmbox.session({ lang = "shell" }))
+        local t = assert(s:handoff())
+        assert.is_true(s:closed())
+        local r, err = s:exec("true")
+        assert.is_nil(r)
+        assert.equal("session is closed", err)
+        assert.equal("ok\n", assert(t:exec("echo ok")).stdout)
+        t:close()
+    end)
+end)
+
+describe("warm channel #unpriv", function()
+    local warm = require "llmbox.warm"
+
+    it("frames a request: version, path, cwd, arguments, then the code", function()
+        assert.equal("1\0/c/main.py\0/w\0" .. "2\0a\0b c\0print(1)",
+            assert(warm.request("/c/main.py", "/w", { "a", "b c" }, "print(1)")))
+        local r, err = warm.request("/c/main.py", "/w", { "a\0b" }, "x")
+        assert.is_nil(r)
+        assert.equal("args[1]: expected a string without NUL bytes", err)
+    end)
+
+    it("the program refuses a request of another version, and runs one of its own", function()
+        local s = assert(llmbox.session({ lang = "python" }))
+        assert.is_true(assert(s:prestart()))
+        local w = s._warm -- this spec looks inside: it speaks the channel itself
+        local code = "print('served')"
+        local res = assert(w.pending:finish({ request = assert(warm.request("/tmp/llmbox/main.py", "/sandbox", {},
+            code, "9")) }))
+        assert.is_not.equal(0, res.exit_code)
+        assert.matches("unknown warm-start request version b'9'", res.stderr, 1, true)
+        s._warm = nil
+        assert.is_true(assert(s:prestart()))
+        w = s._warm
+        res = assert(w.pending:finish({ request = assert(warm.request("/tmp/llmbox/main.py", "/sandbox", {}, code)) }))
+        assert.equal(0, res.exit_code)
+        assert.equal("served\n", res.stdout)
+        s._warm = nil
+        s:close()
     end)
 end)

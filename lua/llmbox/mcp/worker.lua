@@ -207,8 +207,11 @@ local function serve(self)
                 end
             end
             if self.lease then
+                -- after the answer: the pool makes the next sandbox while the server reads it
                 self.lease:close()
                 self.lease = nil
+                local ok, merr = self.pool:maintain()
+                if not ok then io.stderr:write("llmbox worker: pool refill failed: ", tostring(merr), "\n") end
             end
         end
     end

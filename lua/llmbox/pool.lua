@@ -45,6 +45,7 @@ local schema = require "llmbox.schema"
 local recipes = require "llmbox.recipes"
 local backends = require "llmbox.backends"
 local session = require "llmbox.session"
+local plan = require "llmbox.plan"
 local util = require "llmbox.util"
 
 local now_ms = util.now_ms
@@ -187,7 +188,7 @@ end
 -- ---- slots ----
 
 function Pool:_new_slot(temporary)
-    local handle, err = self.driver.open(self.policy, self.recipe)
+    local handle, err = self.driver.open(plan.sandbox(self.policy, self.recipe))
     if not handle then
         self.counters.failures = self.counters.failures + 1
         return nil, "cannot create a pooled sandbox: " .. tostring(err)

@@ -8,6 +8,7 @@ local recipes = require "llmbox.recipes"
 local backends = require "llmbox.backends"
 local artifacts = require "llmbox.artifacts"
 local warm = require "llmbox.warm"
+local plan = require "llmbox.plan"
 
 local type, pairs, ipairs, tostring, setmetatable = type, pairs, ipairs, tostring, setmetatable
 local sort, format = table.sort, string.format
@@ -61,7 +62,7 @@ function _M.new(opts)
     driver, err = backends.get(opts.backend or "native")
     if not driver then return nil, err end
     local handle
-    handle, err = driver.open(policy, recipe)
+    handle, err = driver.open(plan.sandbox(policy, recipe))
     if not handle then return nil, "cannot create the sandbox: " .. tostring(err) end
     return _M.wrap(driver, policy, recipe, handle, opts.env)
 end

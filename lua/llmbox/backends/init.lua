@@ -3,7 +3,7 @@
 -- a name, an alias or a capability is stated once.
 --
 -- Every available driver implements the same contract:
---   driver.open(policy, recipe) -> handle | nil, err
+--   driver.open(spec) -> handle | nil, err    spec: the neutral sandbox spec (llmbox.plan)
 --   handle:run{ argv, env, cwd, stdin, files, limits, on_stdout, on_stderr } -> result | nil, err
 --   handle:copy_in(host_path, path) / handle:copy_out(path, host_path, max) -> true | nil, err
 --   handle:close()

@@ -1,5 +1,5 @@
 -- The native backend: our own jail, built by the C core (runtime/, backends/native.c).
--- This driver translates a validated policy (and the recipe's extra paths) into the core's
+-- This driver translates the neutral sandbox spec (llmbox.plan) into the core's
 -- open config. Copies go straight to C; runs are driven from here, step by step, so the output
 -- callbacks are called from Lua (never from inside C: they may yield, and a failing one stops
 -- the run cleanly), and an event loop could drive the same steps (run:fds(), run:step(0)).
@@ -32,33 +32,6 @@ function _M.usable()
     if not p.openat2 then missing[#missing + 1] = "the kernel lacks openat2 (Linux >= 5.6)" end
     if #missing > 0 then return false, table.concat(missing, "; ") .. ": run `llmbox doctor` for fixes" end
     return true
-end
-
-local function ro_mounts(policy, recipe)
-    local ro = {}
-    for _, m in ipairs(policy.filesystem.ro) do
-        ro[#ro + 1] = { src = m.src, dst = m.dst or m.src, optional = m.optional }
-    end
-    for _, p in ipairs(recipe and recipe.mounts or {}) do
-        -- a toolchain that is not installed simply lacks its files: optional
-        ro[#ro + 1] = { src = p, dst = p, optional = true }
-    end
-    local lib = policy.libraries
-    if lib and lib.allow then
-        -- offline sources the package managers read, at the same paths inside
-        for _, d in ipairs(lib.sources.python and lib.sources.python.find_links or {}) do
-            ro[#ro + 1] = { src = d, dst = d, optional = false }
-        end
-        local r, ruby = lib.sources.r, lib.sources.ruby
-        for _, local_dir in pairs({ r = r and r.repos, ruby = ruby and ruby.source }) do
-            if local_dir:sub(1, 1) == "/" then ro[#ro + 1] = { src = local_dir, dst = local_dir } end
-        end
-        if lib.network then
-            -- name resolution for the install step (the only run that gets a network)
-            ro[#ro + 1] = { src = "/etc/resolv.conf", dst = "/etc/resolv.conf", optional = true }
-        end
-    end
-    return ro
 end
 
 -- Drives a started run to its end: steps (sleeping in poll until something is due), hands the
@@ -130,52 +103,52 @@ function Handle:reset() return self.session:reset() end
 function Handle:close() return self.session:close() end
 function Handle:closed() return self.session:closed() end
 
-function _M.open(policy, recipe)
-    if policy.network.mode ~= "none" then
+--- native.open(spec) -> handle | nil, err: a jail from a neutral sandbox spec (llmbox.plan).
+--- Deny by default: what the jail cannot honour is refused, never run with less.
+function _M.open(spec)
+    local pol = spec.policy
+    if spec.image then
+        return nil, ("policy %q asks for an image; the native backend runs the host's interpreters "
+            .. "(images come with a later version)"):format(pol.name)
+    end
+    if spec.network.mode ~= "none" then
         -- Deny by default: nothing but loopback exists in the jail, so say so instead of
         -- running with a network the policy did not get.
         return nil, ("policy %q asks for network mode %q; the native backend only provides "
-            .. "\"none\" (loopback only)"):format(policy.name, policy.network.mode)
+            .. "\"none\" (loopback only)"):format(pol.name, spec.network.mode)
     end
-    if policy.limits.cgroup == "require" then
+    if spec.limits.cgroup == "require" then
         local version, _, _, note = core.cgroup()
         if version == 0 then
             return nil, ("policy %q requires cgroup-enforced limits (limits.cgroup = \"require\"), "
-                .. "but this host offers none: %s"):format(policy.name, note)
+                .. "but this host offers none: %s"):format(pol.name, note)
         end
     end
-    if policy.limits.cpus then
+    if spec.limits.cpus then
         local _, _, _, note, cpu = core.cgroup()
         if not cpu then
             return nil, ("policy %q sets a CPU quota (limits.cpus = %s), but this host offers no cpu "
-                .. "cgroup to enforce it: %s"):format(policy.name, tostring(policy.limits.cpus), note)
+                .. "cgroup to enforce it: %s"):format(pol.name, tostring(spec.limits.cpus), note)
         end
     end
-    local sc = policy.syscalls
+    local sc = spec.syscalls
     -- Resolve names here so a typo is reported with the policy file and the key, not just by C.
     for _, list in ipairs({ "deny", "allow" }) do
         for i, name in ipairs(sc[list] or {}) do
             if not core.syscall_number(name) then
                 return nil, ("policy %q (%s): syscalls.%s[%d]: unknown syscall %q on this architecture")
-                    :format(policy.name, tostring(policy.path), list, i, name)
+                    :format(pol.name, tostring(pol.path), list, i, name)
             end
         end
     end
     local session, err, code = core.open("native", {
-        ro = ro_mounts(policy, recipe),
-        workspace = policy.limits.workspace,
-        tmp = policy.limits.tmp,
-        hostname = "llmbox",
+        ro = spec.mounts,
+        workspace = spec.limits.workspace,
+        tmp = spec.limits.tmp,
+        hostname = spec.hostname,
         host_uid = tonumber(os.getenv("LLMBOX_HOST_UID")) or 65534,
         host_gid = tonumber(os.getenv("LLMBOX_HOST_GID")) or 65534,
-        syscalls = {
-            default = sc.default,
-            action = sc.action,
-            deny = sc.deny,
-            allow = sc.allow,
-            deny_namespace_clone = sc.deny_namespace_clone,
-            deny_ioctls = sc.deny_ioctls,
-        },
+        syscalls = sc,
     })
     if not session then return nil, err, code end
     return setmetatable({ session = session }, Handle)

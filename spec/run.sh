@@ -1,6 +1,7 @@
 #!/bin/sh
-# Runs every spec: all suites as the current user (root in CI), then the unprivileged subset
-# (tag "unpriv") as `nobody` from a world-readable copy of the tree. Ends with one line
+# Runs every spec: all suites as the current user (root in CI), the conformance suite for the
+# backends in $LLMBOX_CONFORMANCE_BACKENDS, then the unprivileged subset (tag "unpriv") as
+# `nobody` from a world-readable copy of the tree. Ends with one line
 # "N passed, N failed, N skipped" over both runs; exits non-zero when anything failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -22,6 +23,20 @@ run_busted() { # label, then busted args
 }
 
 run_busted "specs as $(id -un)" spec
+
+# The conformance suite (specs tagged #conformance) again for every other backend asked for:
+# LLMBOX_CONFORMANCE_BACKENDS="native,docker". One that cannot run here is skipped with the reason.
+for b in $(echo "${LLMBOX_CONFORMANCE_BACKENDS:-}" | tr ',' ' '); do
+	[ "$b" = native ] && [ -z "${LLMBOX_BACKEND:-}" ] && continue # the run above was native's
+	if why=$(luajit spec/support/backend_usable.lua "$b"); then
+		export LLMBOX_BACKEND="$b"
+		run_busted "conformance on the $b backend" --tags=conformance spec
+		unset LLMBOX_BACKEND
+	else
+		echo "== conformance on the $b backend: skipped: $why"
+		total_skip=$((total_skip + 1))
+	fi
+done
 
 if [ "$(id -u)" = 0 ]; then
 	# nobody cannot read a clone under /root: copy what the specs need somewhere it can.

@@ -42,7 +42,7 @@ Commands:
 
 Options:
   -l, --lang LANG       language (default: from FILE's extension, else python)
-  -b, --backend NAME    sandbox backend (default: native)
+  -b, --backend NAME    sandbox backend (default: $LLMBOX_BACKEND, else native; see backends)
   -p, --policy POLICY   policy name (policies/NAME.lua) or path to a policy file
                         (default: $LLMBOX_POLICY or "default")
   -t, --timeout SECS    wall-clock limit in decimal seconds (5, 0.5), at most the policy's

@@ -150,7 +150,7 @@ function _M.new(opts)
     settings, err = _M.load_policy(opts.pool_policy or "default", overrides)
     if not settings then return nil, err end
     local driver
-    driver, err = backends.get(opts.backend or "native")
+    driver, err = backends.get(opts.backend or backends.default())
     if not driver then return nil, err end
     if not (driver.capabilities and driver.capabilities.pool) then
         return nil, format("backend %q does not support pools", driver.name)

@@ -59,7 +59,7 @@ function _M.new(opts)
     policy, err = load_policy(opts.policy)
     if not policy then return nil, err end
     local driver
-    driver, err = backends.get(opts.backend or "native")
+    driver, err = backends.get(opts.backend or backends.default())
     if not driver then return nil, err end
     local handle
     handle, err = driver.open(plan.sandbox(policy, recipe))

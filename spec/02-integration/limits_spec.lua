@@ -6,7 +6,7 @@ local core = require "llmbox.core"
 
 local probe = core.probe()
 
-describe("limits", function()
+describe("limits #conformance", function()
     local s
     before_each(function() s = assert(llmbox.session({ lang = "python", policy = "default" })) end)
     after_each(function() s:close() end)

@@ -17,7 +17,7 @@ local function tree(dir) -- "relative/path:content" lines of every regular file,
     return out
 end
 
-describe("file transfer #unpriv", function()
+describe("file transfer #conformance #unpriv", function()
     local s
     before_each(function() s = assert(llmbox.session({ lang = "python", policy = "spec/fixtures/policies/default-nochecks.lua" })) end)
     after_each(function() s:close() end)

@@ -20,7 +20,7 @@ local function host_stat(path)
     return s
 end
 
-describe("escape: host files #unpriv", function()
+describe("escape: host files #conformance #unpriv", function()
     local s
     before_each(function() s = A.session() end)
     after_each(function() s:close() end)
@@ -148,7 +148,7 @@ for name, fn in {'ctl-create': lambda: open('/sandbox/g', 'w'), 'ctl-chmod': lam
 end)
 
 for _, pol in ipairs(A.POLICIES) do
-describe("escape: /proc tricks under the " .. pol.name .. " #unpriv", function()
+describe("escape: /proc tricks under the " .. pol.name .. " #conformance #unpriv", function()
     local s
     before_each(function() s = A.session(pol.path) end)
     after_each(function() s:close() end)
@@ -213,7 +213,7 @@ print('ctl-environ', b'CTL_VAR=' + os.environ['CTL_VAR'].encode() in open('/proc
     end)
 end)
 
-describe("escape: mounts and namespaces under the " .. pol.name .. " #unpriv", function()
+describe("escape: mounts and namespaces under the " .. pol.name .. " #conformance #unpriv", function()
     local s
     before_each(function() s = A.session(pol.path) end)
     after_each(function() s:close() end)
@@ -329,7 +329,7 @@ for ns in ['user', 'mnt', 'pid', 'net', 'ipc', 'uts', 'cgroup']:
     end)
 end)
 
-describe("escape: kernel interfaces under the " .. pol.name .. " #unpriv", function()
+describe("escape: kernel interfaces under the " .. pol.name .. " #conformance #unpriv", function()
     local s
     before_each(function() s = A.session(pol.path) end)
     after_each(function() s:close() end)
@@ -457,7 +457,7 @@ for name, fam, typ, proto in [('inet-raw-icmp', socket.AF_INET, socket.SOCK_RAW,
     end)
 end)
 
-describe("escape: other syscall ABIs and terminals under the " .. pol.name .. " #unpriv", function()
+describe("escape: other syscall ABIs and terminals under the " .. pol.name .. " #conformance #unpriv", function()
     local s
     before_each(function() s = A.session(pol.path) end)
     after_each(function() s:close() end)
@@ -544,7 +544,7 @@ oserr('ctl-tcgets', lambda: fcntl.ioctl(0, 0x5401, b'\0' * 64))
 end)
 end
 
-describe("escape: the caller's real terminal #unpriv", function()
+describe("escape: the caller's real terminal #conformance #unpriv", function()
     -- `script` gives the llmbox CLI a real pty as its controlling terminal and stdio.
     local function in_pty(cmd)
         local p = io.popen("script -qec " .. A.q(cmd) .. " /dev/null </dev/null 2>&1")
@@ -579,7 +579,7 @@ for fd in (0, 1, 2):
     end)
 end)
 
-describe("escape: what the caller's process leaves in /proc/1 #unpriv", function()
+describe("escape: what the caller's process leaves in /proc/1 #conformance #unpriv", function()
     it("the caller's command line is not readable by the program", function()
         -- pid 1 of each run is forked from the caller without exec, so its /proc/1/cmdline is the
         -- caller's argv: a host secret when a caller was started with one (--api-key=...).

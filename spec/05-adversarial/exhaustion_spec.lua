@@ -8,7 +8,7 @@ local core = require "llmbox.core"
 
 local probe = core.probe()
 
-describe("exhaustion: processes and memory #unpriv", function()
+describe("exhaustion: processes and memory #conformance #unpriv", function()
     local s
     before_each(function() s = A.session() end)
     after_each(function() s:close() end)
@@ -76,7 +76,7 @@ while True:
     end)
 end)
 
-describe("exhaustion: the processes verdict does not depend on timing #unpriv", function()
+describe("exhaustion: the processes verdict does not depend on timing #conformance #unpriv", function()
     it("a shell fork bomb that ends with status 0 is reported as the processes limit, on busy CPUs", function()
         if not probe.cgroup_pids then
             pending("needs a pids cgroup: without one a fork bomb only sees fork fail (RLIMIT_NPROC)")
@@ -103,7 +103,7 @@ describe("exhaustion: the processes verdict does not depend on timing #unpriv", 
     end)
 end)
 
-describe("exhaustion: disks #unpriv", function()
+describe("exhaustion: disks #conformance #unpriv", function()
     for _, pol in ipairs(A.POLICIES) do
         it("filling the workspace and /tmp gives ENOSPC; the next run can delete and write (" .. pol.name .. ")", function()
             local s = A.session(pol.path)
@@ -140,7 +140,7 @@ except OSError as e:
     end
 end)
 
-describe("exhaustion: output floods #unpriv", function()
+describe("exhaustion: output floods #conformance #unpriv", function()
     local s
     before_each(function() s = A.session() end)
     after_each(function() s:close() end)
@@ -190,7 +190,7 @@ print('never')
     end)
 end)
 
-describe("exhaustion: endless programs #unpriv", function()
+describe("exhaustion: endless programs #conformance #unpriv", function()
     local s
     before_each(function() s = A.session() end)
     after_each(function() s:close() end)
@@ -264,7 +264,7 @@ sleep 1   # the host looks while the run is still alive
     end)
 end)
 
-describe("exhaustion: SysV IPC left behind #unpriv", function()
+describe("exhaustion: SysV IPC left behind #conformance #unpriv", function()
     local SHM = [[
 key = int(os.environ['KEY'])
 libc.shmget.restype = ctypes.c_int
@@ -334,7 +334,7 @@ probe('semget', 64, 0, 1, 0o1000 | 0o600)
     end)
 end)
 
-describe("exhaustion: file descriptors #unpriv", function()
+describe("exhaustion: file descriptors #conformance #unpriv", function()
     for _, pol in ipairs(A.POLICIES) do
         it("thousands of open files stop at open_files with EMFILE (" .. pol.name .. ")", function()
             local s = A.session(pol.path)

@@ -29,7 +29,7 @@ while time.time() < deadline:
 
 local function rev(s) return s:reverse() end
 
-describe("neighbours #unpriv", function()
+describe("neighbours #conformance #unpriv", function()
     it("two sessions at once cannot find, signal, read or connect to each other", function()
         local tok_s, tok_n = A.token("mine"), A.token("theirs")
         local s = A.session()

@@ -11,7 +11,7 @@ int open(const char *, int, ...);
 int close(int);
 ]])
 
-describe("reach: host processes #unpriv", function()
+describe("reach: host processes #conformance #unpriv", function()
     it("cannot signal a host process, guessing every pid; the host can", function()
         -- as root the host process runs as the sandbox's own host uid (65534): only the pid
         -- namespace stands between them
@@ -68,7 +68,7 @@ print('survived', 'yes', flush=True)
     end)
 end)
 
-describe("reach: the run's own init #unpriv", function()
+describe("reach: the run's own init #conformance #unpriv", function()
     it("ignores every signal the program sends it; the run ends normally", function()
         local s = A.session()
         local r, res = A.py(s, [[
@@ -134,7 +134,7 @@ for i, p in enumerate(os.environ['PATHS'].split()):
     conn('fs%d' % i, socket.AF_UNIX, p)
 ]]
 
-describe("reach: host sockets #unpriv", function()
+describe("reach: host sockets #conformance #unpriv", function()
     it("a host TCP listener, abstract socket and socket files are unreachable", function()
         local tok = A.token("sock")
         local stop = "/tmp/llmbox-stop-" .. tok
@@ -218,7 +218,7 @@ local function host_exists(p)
 end
 
 for _, pol in ipairs(A.POLICIES) do
-describe("reach: devices, kernel tunables and /sys under the " .. pol.name .. " #unpriv", function()
+describe("reach: devices, kernel tunables and /sys under the " .. pol.name .. " #conformance #unpriv", function()
     local s
     before_each(function() s = A.session(pol.path) end)
     after_each(function() s:close() end)
@@ -317,7 +317,7 @@ print('ctl-proc-mounted', ' - proc ' in mounts)
 end)
 end
 
-describe("reach: what the caller holds #unpriv", function()
+describe("reach: what the caller holds #conformance #unpriv", function()
     it("does not see the caller's environment (library and CLI)", function()
         local token = A.token("env")
         ffi.C.setenv("LLMBOX_ADV_HOST_TOKEN", token, 1)

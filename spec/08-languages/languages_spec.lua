@@ -137,7 +137,7 @@ cat(paste(args, collapse = "|"), "\n", toupper(input), "\n", sep = "")
 }
 
 for _, L in ipairs(LANGS) do
-    describe("language " .. L.lang .. (L.unpriv and " #unpriv" or ""), function()
+    describe("language " .. L.lang .. " #conformance" .. (L.unpriv and " #unpriv" or ""), function()
         local s
         setup(function() s = assert(llmbox.session({ lang = L.lang })) end)
         teardown(function() if s then s:close() end end)

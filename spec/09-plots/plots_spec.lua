@@ -12,7 +12,7 @@ local function is_png(p, w, h)
     assert.same({ p.width, p.height }, { artifacts.png_size(p.data) })
 end
 
-describe("plots #unpriv", function()
+describe("plots #conformance #unpriv", function()
     local s
     setup(function() s = assert(llmbox.session({ lang = "python", policy = "permissive" })) end)
     teardown(function() s:close() end)
@@ -172,7 +172,7 @@ fig4 = plt.figure(figsize=(3, 2)); plt.plot([1, 0]); fig4.savefig('/sandbox/p.pd
     end)
 end)
 
-describe("R plots #unpriv", function()
+describe("R plots #conformance #unpriv", function()
     it("captures base graphics and ggplot2, one PNG per page", function()
         local s = assert(llmbox.session({ lang = "r" }))
         local r = assert(s:run([[

@@ -34,7 +34,7 @@ local function descendants_matching(needle, root)
     return out
 end
 
-describe("pool warm leases #unpriv", function()
+describe("pool warm leases #conformance #unpriv", function()
     local p, cold
     setup(function()
         p = assert(llmbox.pool({ lang = "python", min = 1, max = 3 }))
@@ -230,7 +230,7 @@ local function parse(out)
     return t
 end
 
-describe("pool isolation between leases #unpriv", function()
+describe("pool isolation between leases #conformance #unpriv", function()
     it("two consecutive single-use leases share no files, processes, namespaces or memory", function()
         -- min = 2: both jails exist at once, so their namespace ids cannot be recycled ones
         local p = assert(llmbox.pool({ lang = "python", min = 2, max = 2, policy = NOCHECKS }))

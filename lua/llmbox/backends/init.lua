@@ -76,6 +76,12 @@ function _M.entry(name)
     return e
 end
 
+-- The backend sessions and pools use when none is named: $LLMBOX_BACKEND, else native.
+function _M.default()
+    local name = os.getenv("LLMBOX_BACKEND")
+    return (name and name ~= "") and name or "native"
+end
+
 -- The driver module for a name or alias; nil, err for planned and unknown names.
 function _M.get(name)
     if type(name) ~= "string" then error("backend name expected, got " .. type(name), 2) end

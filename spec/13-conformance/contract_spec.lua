@@ -1,0 +1,105 @@
+-- The backend conformance suite. Every spec tagged #conformance (this file's contract, and the
+-- languages, plots, copies, limits, pools and warm/cold equivalence, and the adversarial corpus)
+-- runs against the backend named by $LLMBOX_BACKEND (native when unset), and spec/run.sh runs
+-- them again for every backend listed in $LLMBOX_CONFORMANCE_BACKENDS. A backend is done when
+-- they all pass on it as on native.
+local llmbox = require "llmbox"
+local backends = require "llmbox.backends"
+local plan = require "llmbox.plan"
+local policy = require "llmbox.policy"
+
+local name = backends.default()
+local driver = assert(backends.get(name))
+local caps = driver.capabilities
+
+describe("conformance: the " .. name .. " backend's contract #conformance #unpriv", function()
+    it("declares every capability and every layout path, and the driver functions", function()
+        assert(backends.check_driver(driver))
+        local ok, why = driver.usable()
+        assert.is_true(ok, why)
+    end)
+
+    it("puts the code and the working directory where its layout says", function()
+        local s = assert(llmbox.session({ lang = "python" }))
+        local r = assert(s:run("import os\nprint(os.getcwd())\nprint(__file__)"))
+        s:close()
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal(driver.layout.workspace .. "\n" .. driver.layout.code .. "/main.py\n", r.stdout)
+    end)
+
+    it("keeps the workspace across the runs of a session when it says persistent_workspace", function()
+        local s = assert(llmbox.session({ lang = "shell" }))
+        assert.equal(0, assert(s:run("echo kept > note.txt")).exit_code)
+        local r = assert(s:run("cat note.txt"))
+        s:close()
+        if caps.persistent_workspace then
+            assert.equal("kept\n", r.stdout)
+        else
+            assert.is_not.equal(0, r.exit_code)
+        end
+    end)
+
+    it("cuts the network to loopback when it says network_policy", function()
+        if not caps.network_policy then
+            pending("the backend does not declare network_policy: policies with network = none are refused")
+            return
+        end
+        local s = assert(llmbox.session({ lang = "shell" }))
+        local r = assert(s:exec("cat /proc/net/dev"))
+        s:close()
+        local ifaces = {}
+        for iface in r.stdout:gmatch("\n%s*([%w@._-]+):") do ifaces[#ifaces + 1] = iface end
+        assert.same({ "lo" }, ifaces)
+    end)
+
+    it("enforces the policy's syscall rules when it says seccomp", function()
+        if not caps.seccomp then
+            pending("the backend does not declare seccomp")
+            return
+        end
+        local s = assert(llmbox.session({ lang = "shell" }))
+        -- the default policy refuses new namespaces; the control starts a plain child process
+        local r = assert(s:run("if unshare --user true 2>/dev/null; then echo made; else echo refused; fi\n"
+            .. "sh -c 'echo forked'"))
+        s:close()
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal("refused\nforked\n", r.stdout)
+    end)
+
+    it("hands out fresh sandboxes from a pool when it says pool", function()
+        if not caps.pool then
+            local p, err = llmbox.pool({ lang = "shell", min = 0, max = 1 })
+            assert.is_nil(p)
+            assert.matches("does not support pools", err, 1, true)
+            return
+        end
+        local p = assert(llmbox.pool({ lang = "shell", min = 1, max = 2 }))
+        local a = assert(p:acquire())
+        assert.equal(0, assert(a:run("echo secret > left.txt")).exit_code)
+        a:close()
+        assert(p:maintain())
+        local b = assert(p:acquire())
+        local r = assert(b:run("ls"))
+        b:close()
+        assert.equal("", r.stdout)
+        assert.equal(2, p:stats().acquired)
+        p:close()
+    end)
+
+    it("refuses what it does not declare instead of running with less", function()
+        local spec = plan.sandbox(assert(policy.load("default")), nil)
+        if not caps.images then
+            spec.image = "python:3.12-slim"
+            local h, err = driver.open(spec)
+            assert.is_nil(h)
+            assert.matches("image", err, 1, true)
+            spec.image = nil
+        end
+        if not caps.egress then
+            spec.network = { mode = "egress" }
+            local h, err = driver.open(spec)
+            assert.is_nil(h)
+            assert.matches("egress", err, 1, true)
+        end
+    end)
+end)

@@ -29,7 +29,7 @@ ALL_CFLAGS = $(WARN) $(HARDEN) $(VISIBILITY) $(CFLAGS) $(DEP_CFLAGS)
 ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
 
 CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtime/jail.c \
-            runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/supervise.c runtime/verdict.c \
+            runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/spawn.c runtime/supervise.c runtime/verdict.c \
             runtime/transfer.c runtime/probe.c runtime/lua_core.c backends/native.c
 CORE_OBJ := $(CORE_SRC:%.c=build/obj/%.o)
 HEADERS  := runtime/llmbox.h runtime/internal.h runtime/run.h backends/backend.h

@@ -1,5 +1,5 @@
 /* Fuzz target "resolve": the PATH search the supervisor does for argv[0] before execve
- * (resolve_command, static in chain.c, reached by including that file unchanged), with a
+ * (lb_resolve_command in chain.c, reached by including that file unchanged), with a
  * fuzzed command name and a fuzzed environment, against real files made under $LB_FUZZ_TMP:
  * bin/a and bin/ab (executable), bin/noexec (not executable), bin/dir/ (a directory).
  *
@@ -164,7 +164,7 @@ static void gen_path_value(struct sb *b, struct in *in)
 	}
 }
 
-/* The PATH the search should use: the last PATH= entry, as resolve_command reads it. */
+/* The PATH the search should use: the last PATH= entry, as lb_resolve_command reads it. */
 static const char *effective_path(char *const *envp)
 {
 	const char *path = "/usr/local/bin:/usr/bin:/bin";
@@ -222,7 +222,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	memset(buf, 'z', sizeof buf);
-	const char *got = resolve_command(cmdbuf, (const char *const *)envp, buf, sizeof buf);
+	const char *got = lb_resolve_command(cmdbuf, (const char *const *)envp, buf, sizeof buf);
 	if (strchr(cmdbuf, '/')) {
 		if (got != cmdbuf)
 			abort();

@@ -44,7 +44,7 @@ double lb_now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void reset_signals(void)
+void lb_reset_signals(void)
 {
 	sigset_t all;
 	sigemptyset(&all);
@@ -54,7 +54,7 @@ static void reset_signals(void)
 }
 
 /* execvpe() searches the caller's PATH, not the program's: search the program's own. */
-static const char *resolve_command(const char *cmd, const char *const *envp, char *buf, size_t len)
+const char *lb_resolve_command(const char *cmd, const char *const *envp, char *buf, size_t len)
 {
 	if (strchr(cmd, '/'))
 		return cmd;
@@ -77,15 +77,9 @@ static const char *resolve_command(const char *cmd, const char *const *envp, cha
 	return NULL;
 }
 
-struct child_fds {
-	int in_r, out_w, err_w, status_w, report_w, lifeline_r;
-	int stop_r; /* C1 only: the caller's end-of-run request */
-	int ctl;    /* prestarted runs: the program's end of the control socket (fd 3), else -1 */
-};
-
 /* C3: becomes the program. Never returns. */
-static void exec_program(const lb_run_spec *spec, const lb_filter *filter, struct child_fds *fds,
-			 const lb_cgroup *cg)
+void lb_exec_program(const lb_run_spec *spec, const lb_filter *filter, struct child_fds *fds,
+		     const lb_cgroup *cg)
 {
 	lb_error e;
 	/* Out of the way of fds 0 to 3, which the dup2 calls below overwrite. */
@@ -107,7 +101,7 @@ static void exec_program(const lb_run_spec *spec, const lb_filter *filter, struc
 	if (lb_apply_rlimits(&spec->limits, cg, &e) < 0)
 		lb_child_relay(rep, &e);
 	char buf[4096];
-	const char *prog = resolve_command(spec->argv[0], spec->envp, buf, sizeof buf);
+	const char *prog = lb_resolve_command(spec->argv[0], spec->envp, buf, sizeof buf);
 	if (!prog)
 		lb_child_fail(rep, ENOENT, "%c%s: command not found", EXEC_MARK, spec->argv[0]);
 	/* Last step before execve, so the filter constrains the program and nothing of ours. */
@@ -215,7 +209,7 @@ static void run_init(const lb_run_spec *spec, const lb_filter *filter, struct ch
 	if (prog < 0)
 		lb_child_fail(rep, errno, "fork of the program");
 	if (prog == 0)
-		exec_program(spec, filter, fds, cg);
+		lb_exec_program(spec, filter, fds, cg);
 	close(fds->out_w);
 	close(fds->err_w);
 	if (fds->in_r >= 0)
@@ -273,7 +267,7 @@ static void enter_and_fork(lb_jail *j, const lb_run_spec *spec, const lb_filter 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(127);
-	reset_signals();
+	lb_reset_signals();
 	if (lb_cgroup_join(cg, &e) < 0)
 		lb_child_relay(rep, &e);
 	if (lb_jail_enter_net(j, !spec->host_network, &e) < 0)
@@ -300,7 +294,7 @@ static void enter_and_fork(lb_jail *j, const lb_run_spec *spec, const lb_filter 
 	end_run_when_told(init, fds->stop_r);
 }
 
-static void close_fd(int *fd)
+void lb_close_fd(int *fd)
 {
 	if (*fd >= 0) {
 		close(*fd);
@@ -316,7 +310,7 @@ void lb_run_stop(lb_pending *p)
 	 * moment must not delay the request. C1 may be gone already (a setup failure): no SIGPIPE.
 	 */
 	(void)lb_write_nosigpipe(p->stop, "x", 1);
-	close_fd(&p->stop);
+	lb_close_fd(&p->stop);
 }
 
 /* Prestarted runs whose result is in but whose processes are still going away: tearing down a
@@ -380,7 +374,7 @@ void lb_run_discard(lb_pending *p)
 	lb_run_collect(p, true);
 	int *fds[] = {&p->out, &p->err, &p->status, &p->report, &p->in, &p->ctl};
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
-		close_fd(fds[i]);
+		lb_close_fd(fds[i]);
 	free(p);
 }
 
@@ -391,7 +385,7 @@ void lb_run_abandon(lb_pending *p)
 	lb_run_collect(p, false);
 	int *fds[] = {&p->out, &p->err, &p->status, &p->report, &p->in, &p->ctl};
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
-		close_fd(fds[i]);
+		lb_close_fd(fds[i]);
 	free(p);
 }
 
@@ -448,7 +442,7 @@ int lb_run_begin(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, l
 	p->stop = stop[1];
 	int *child_ends[] = {&o[1], &e[1], &st[1], &rp[1], &in[0], &ctl[1], &stop[0]};
 	for (size_t i = 0; i < sizeof child_ends / sizeof child_ends[0]; i++)
-		close_fd(child_ends[i]);
+		lb_close_fd(child_ends[i]);
 	if (p->in >= 0)
 		fcntl(p->in, F_SETFL, O_NONBLOCK);
 	*out = p;
@@ -457,7 +451,7 @@ fail:;
 	int *all[] = {&o[0],  &o[1],  &e[0],  &e[1],   &in[0],	&in[1],	  &st[0],
 		      &st[1], &rp[0], &rp[1], &ctl[0], &ctl[1], &stop[0], &stop[1]};
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-		close_fd(all[i]);
+		lb_close_fd(all[i]);
 	lb_run_abandon(p);
 	return -1;
 }

@@ -221,6 +221,15 @@ void lb_run_discard(lb_pending *p);
  * caller's side, which lb_active_end then returns. lb_active_end on a run that is not over stops
  * it first (and waits for its streams to end); lb_active_discard never waits. */
 typedef struct lb_active lb_active;
+
+/* A supervised process without a jail, for backends whose sandbox is another program (bwrap,
+ * nsjail): argv runs with the spec's stdin, environment, working directory (required) and
+ * limits (rlimits as given, cgroups where the host has them), in its own session; when it ends
+ * or is stopped, every process it started is killed (its group, and every orphan of its tree,
+ * which reparents to its supervisor, a child subreaper). The pending run it returns is driven
+ * like any other: lb_active_begin with the stdin in io. filter: a seccomp program loaded just
+ * before execve, or NULL. files, clean, probe and prestart need a jail and are refused. */
+int lb_spawn(const lb_run_spec *spec, const lb_filter *filter, lb_pending **out, lb_error *err);
 struct pollfd;
 int lb_active_begin(lb_pending *p, const lb_run_io *io, lb_active **out, lb_error *err);
 /* Fills at most max entries; *timeout_ms: when the next step is due without any I/O (-1: not

@@ -26,6 +26,9 @@
  *   run:abort(why)                     (the caller's side failed: result() returns nil, why)
  *   run:result()                       -> result | nil, err, errno_name (ends the run)
  *   (garbage collection of a run that was not ended kills it without waiting)
+ *   core.spawn{ argv, env, cwd, stdin, limits } -> run | nil, err  (no jail: a supervised
+ *                                         process whose whole tree dies with it, for backends
+ *                                         that wrap another sandbox program)
  *   core.reap([block])                 (pools: collect what finished prestarted runs left)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
@@ -700,6 +703,57 @@ static int l_run_gc(lua_State *L)
 	return 0;
 }
 
+/* Runs of core.spawn: the core's own steps, no driver in between. */
+static int spawn_fds(void *run, struct pollfd *pf, int max, int *timeout_ms)
+{
+	return lb_active_fds(run, pf, max, timeout_ms);
+}
+static int spawn_step(void *run, int wait_ms)
+{
+	return lb_active_step(run, wait_ms);
+}
+static void spawn_abort(void *run, const char *why)
+{
+	lb_active_abort(run, why);
+}
+static int spawn_end(void *run, lb_result *res, lb_error *err)
+{
+	return lb_active_end(run, res, err);
+}
+static void spawn_discard(void *run)
+{
+	lb_active_discard(run);
+}
+static const lb_backend spawn_ops = {.name = "spawn",
+				     .run_fds = spawn_fds,
+				     .run_step = spawn_step,
+				     .run_abort = spawn_abort,
+				     .run_end = spawn_end,
+				     .run_discard = spawn_discard};
+
+/* core.spawn{ argv=, env=, cwd=, stdin=, limits= } -> run | nil, err */
+static int l_spawn(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lb_run_spec spec = {0};
+	struct out_ctx ctx = {0};
+	read_run_spec(L, 1, &spec, &ctx);
+	lrun *r = new_run(L, &spawn_ops, 1);
+	lb_error err = {0};
+	lb_pending *p;
+	if (lb_spawn(&spec, NULL, &p, &err) < 0)
+		return push_error(L, &err);
+	lb_run_io io = {.stdin_data = spec.stdin_data,
+			.stdin_len = spec.stdin_len,
+			.on_output = queue_output,
+			.ud = r};
+	lb_active *a;
+	if (lb_active_begin(p, &io, &a, &err) < 0)
+		return push_error(L, &err);
+	r->run = a;
+	return 1;
+}
+
 /* A prestarted run nobody used: killed, and collected later (lb_reap) instead of waited for. */
 static int l_pending_gc(lua_State *L)
 {
@@ -943,6 +997,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"listdir", l_listdir},
 					 {"cgroup", l_cgroup},
 					 {"reap", l_reap},
+					 {"spawn", l_spawn},
 					 {NULL, NULL}};
 	if (luaL_newmetatable(L, SESSION_MT)) {
 		lua_newtable(L);

@@ -2,6 +2,7 @@
  *   chain.c      the process chain: starting it (lb_run_begin), stopping and reaping it
  *   supervise.c  the caller's side while it runs: output, stdin, clock, caps (lb_run_finish)
  *   verdict.c    the result: exit status, which limit fired, CPU time and memory
+ *   spawn.c      a supervised process without a jail (lb_spawn), for wrapper backends
  */
 #ifndef LLMBOX_RUN_H
 #define LLMBOX_RUN_H
@@ -34,6 +35,22 @@ struct lb_pending {
 };
 
 double lb_now_ms(void);
+
+/* The descriptors a run's processes hold, from the caller's fork to the program. */
+struct child_fds {
+	int in_r, out_w, err_w, status_w, report_w, lifeline_r;
+	int stop_r; /* C1 only: the caller's end-of-run request */
+	int ctl;    /* prestarted runs: the program's end of the control socket (fd 3), else -1 */
+};
+
+/* Shared by the jailed chain (chain.c) and jail-less spawns (spawn.c). */
+void lb_reset_signals(void);
+const char *lb_resolve_command(const char *cmd, const char *const *envp, char *buf, size_t len);
+void lb_close_fd(int *fd);
+/* The program's process: setsid, stdio, cwd, rlimits, the filter (NULL: none), execve. Reports
+ * failures on fds->report_w. Never returns. */
+_Noreturn void lb_exec_program(const lb_run_spec *spec, const lb_filter *filter,
+			       struct child_fds *fds, const lb_cgroup *cg);
 
 /* Ends the run's processes: C1 kills the run's init (and with it the whole pid namespace),
  * reaps it and exits. Returns at once; calling it again does nothing. */

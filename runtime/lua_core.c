@@ -703,34 +703,6 @@ static int l_run_gc(lua_State *L)
 	return 0;
 }
 
-/* Runs of core.spawn: the core's own steps, no driver in between. */
-static int spawn_fds(void *run, struct pollfd *pf, int max, int *timeout_ms)
-{
-	return lb_active_fds(run, pf, max, timeout_ms);
-}
-static int spawn_step(void *run, int wait_ms)
-{
-	return lb_active_step(run, wait_ms);
-}
-static void spawn_abort(void *run, const char *why)
-{
-	lb_active_abort(run, why);
-}
-static int spawn_end(void *run, lb_result *res, lb_error *err)
-{
-	return lb_active_end(run, res, err);
-}
-static void spawn_discard(void *run)
-{
-	lb_active_discard(run);
-}
-static const lb_backend spawn_ops = {.name = "spawn",
-				     .run_fds = spawn_fds,
-				     .run_step = spawn_step,
-				     .run_abort = spawn_abort,
-				     .run_end = spawn_end,
-				     .run_discard = spawn_discard};
-
 /* core.spawn{ argv=, env=, cwd=, stdin=, limits= } -> run | nil, err */
 static int l_spawn(lua_State *L)
 {
@@ -738,7 +710,8 @@ static int l_spawn(lua_State *L)
 	lb_run_spec spec = {0};
 	struct out_ctx ctx = {0};
 	read_run_spec(L, 1, &spec, &ctx);
-	lrun *r = new_run(L, &spawn_ops, 1);
+	/* stepped by the core's own lb_active, which is what the native driver's run ops are */
+	lrun *r = new_run(L, &lb_backend_native, 1);
 	lb_error err = {0};
 	lb_pending *p;
 	if (lb_spawn(&spec, NULL, &p, &err) < 0)

@@ -104,6 +104,20 @@ end
 
 -- Runs `llmbox ARGS...`; returns exit status, stdout, stderr. `opts.stdin` feeds standard input,
 -- `opts.env` ("NAME=value ...") goes before the command, `opts.merge` sends stderr to stdout.
+-- How many sandboxes the native driver opens while fn runs (specs that prove work is not done).
+function _M.count_opens(fn)
+    local native = require "llmbox.backends.native"
+    local open, n = native.open, 0
+    native.open = function(...)
+        n = n + 1
+        return open(...)
+    end
+    local ok, err = pcall(fn)
+    native.open = open
+    assert(ok, err)
+    return n
+end
+
 function _M.cli(args, opts)
     opts = opts or {}
     local out, err = _M.tmpname(), _M.tmpname()

@@ -2,23 +2,11 @@
 local llmbox = require "llmbox"
 local admit = require "llmbox.admit"
 local render = require "llmbox.render"
-local native = require "llmbox.backends.native"
 local recipes = require "llmbox.recipes"
 
 local REFUSED = "import os\nos.system('id')\n"
 
--- Counts the sandboxes the native driver makes while fn runs.
-local function count_opens(fn)
-    local open, n = native.open, 0
-    native.open = function(...)
-        n = n + 1
-        return open(...)
-    end
-    local ok, err = pcall(fn)
-    native.open = open
-    assert(ok, err)
-    return n
-end
+local count_opens = require("spec.helpers").count_opens
 
 describe("run pipeline #unpriv", function()
     it("refuses code before any sandbox exists, and runs admitted code in one", function()

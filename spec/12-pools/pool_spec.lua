@@ -616,18 +616,7 @@ describe("pool soak #unpriv", function()
 end)
 
 describe("pool work off the caller's path #unpriv", function()
-    local native = require "llmbox.backends.native"
-    local function count_opens(fn)
-        local open, n = native.open, 0
-        native.open = function(...)
-            n = n + 1
-            return open(...)
-        end
-        local ok, err = pcall(fn)
-        native.open = open
-        assert(ok, err)
-        return n
-    end
+    local count_opens = helpers.count_opens
 
     it("giving a lease back opens no sandbox; maintain() refills", function()
         local p = assert(llmbox.pool({ lang = "python", min = 2, max = 3 }))

@@ -71,6 +71,16 @@ typedef struct lb_backend {
 
 extern const lb_backend lb_backend_native;
 
+/* The core's own run steps (lb_active) with the contract's signatures: drivers whose runs are
+ * the core's (native) use them as their run_* operations, and so does core.spawn (spawn.c). */
+int lb_active_op_fds(void *run, struct pollfd *pf, int max, int *timeout_ms);
+int lb_active_op_step(void *run, int wait_ms);
+void lb_active_op_abort(void *run, const char *why);
+int lb_active_op_end(void *run, lb_result *res, lb_error *err);
+void lb_active_op_discard(void *run);
+/* Only the run_* operations: for runs of lb_spawn. */
+extern const lb_backend lb_spawn_ops;
+
 /* NULL-terminated list of compiled-in drivers. */
 extern const lb_backend *const lb_backends[];
 

@@ -107,31 +107,6 @@ static int native_pending_start(void *p, const lb_run_io *io, void **run, lb_err
 	return lb_active_begin(p, io, (lb_active **)run, err);
 }
 
-static int native_run_fds(void *run, struct pollfd *pf, int max, int *timeout_ms)
-{
-	return lb_active_fds(run, pf, max, timeout_ms);
-}
-
-static int native_run_step(void *run, int wait_ms)
-{
-	return lb_active_step(run, wait_ms);
-}
-
-static void native_run_abort(void *run, const char *why)
-{
-	lb_active_abort(run, why);
-}
-
-static int native_run_end(void *run, lb_result *res, lb_error *err)
-{
-	return lb_active_end(run, res, err);
-}
-
-static void native_run_discard(void *run)
-{
-	lb_active_discard(run);
-}
-
 static int native_reset(void *s, lb_error *err)
 {
 	return lb_jail_reset(((native_session *)s)->jail, err);
@@ -153,11 +128,11 @@ const lb_backend lb_backend_native = {
 	.pending_discard = native_pending_discard,
 	.start = native_start,
 	.pending_start = native_pending_start,
-	.run_fds = native_run_fds,
-	.run_step = native_run_step,
-	.run_abort = native_run_abort,
-	.run_end = native_run_end,
-	.run_discard = native_run_discard,
+	.run_fds = lb_active_op_fds,
+	.run_step = lb_active_op_step,
+	.run_abort = lb_active_op_abort,
+	.run_end = lb_active_op_end,
+	.run_discard = lb_active_op_discard,
 };
 
 const lb_backend *const lb_backends[] = {&lb_backend_native, NULL};

@@ -710,8 +710,7 @@ static int l_spawn(lua_State *L)
 	lb_run_spec spec = {0};
 	struct out_ctx ctx = {0};
 	read_run_spec(L, 1, &spec, &ctx);
-	/* stepped by the core's own lb_active, which is what the native driver's run ops are */
-	lrun *r = new_run(L, &lb_backend_native, 1);
+	lrun *r = new_run(L, &lb_spawn_ops, 1);
 	lb_error err = {0};
 	lb_pending *p;
 	if (lb_spawn(&spec, NULL, &p, &err) < 0)

@@ -12,6 +12,7 @@
  *   └─ the caller supervises it like any run (supervise.c), then stops and reaps S.
  */
 #define _GNU_SOURCE
+#include "../backends/backend.h"
 #include "run.h"
 
 #include <fcntl.h>
@@ -178,3 +179,35 @@ fail:;
 	lb_run_abandon(p);
 	return -1;
 }
+
+int lb_active_op_fds(void *run, struct pollfd *pf, int max, int *timeout_ms)
+{
+	return lb_active_fds(run, pf, max, timeout_ms);
+}
+
+int lb_active_op_step(void *run, int wait_ms)
+{
+	return lb_active_step(run, wait_ms);
+}
+
+void lb_active_op_abort(void *run, const char *why)
+{
+	lb_active_abort(run, why);
+}
+
+int lb_active_op_end(void *run, lb_result *res, lb_error *err)
+{
+	return lb_active_end(run, res, err);
+}
+
+void lb_active_op_discard(void *run)
+{
+	lb_active_discard(run);
+}
+
+const lb_backend lb_spawn_ops = {.name = "spawn",
+				 .run_fds = lb_active_op_fds,
+				 .run_step = lb_active_op_step,
+				 .run_abort = lb_active_op_abort,
+				 .run_end = lb_active_op_end,
+				 .run_discard = lb_active_op_discard};

@@ -559,14 +559,20 @@ static void free_chunks(lrun *r)
 	r->tail = NULL;
 }
 
-/* A new run userdata; the table at `keep` (the strings its I/O points to) lives as long as it. */
+/* A new run userdata. The strings its I/O points to while it runs (stdin, a prestarted run's
+ * request: fields of the table at `keep`, read with rawget like read_bytes did) are kept in its
+ * environment, so the caller changing that table later cannot free them under it. */
 static lrun *new_run(lua_State *L, const lb_backend *b, int keep)
 {
 	lrun *r = lua_newuserdata(L, sizeof *r);
 	*r = (lrun){.backend = b};
 	luaL_getmetatable(L, RUN_MT);
 	lua_setmetatable(L, -2);
-	lua_pushvalue(L, keep);
+	lua_createtable(L, 2, 0);
+	rawfield(L, keep, "stdin");
+	lua_rawseti(L, -2, 1);
+	rawfield(L, keep, "request");
+	lua_rawseti(L, -2, 2);
 	lua_setfenv(L, -2);
 	return r;
 }

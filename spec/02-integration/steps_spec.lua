@@ -88,6 +88,16 @@ describe("runs in steps #unpriv", function()
         assert.has_error(function() a:step() end, "this run has ended")
     end)
 
+    it("keeps the stdin it was given alive while it runs, whatever the caller does with its table", function()
+        local spec = { argv = { "/bin/cat" }, env = { "PATH=/usr/bin:/bin" }, stdin = ("stdin!"):rep(50000) }
+        local run = assert(s.handle:start(spec))
+        spec.stdin = nil
+        for _ = 1, 3 do collectgarbage() end
+        local r = assert(native.drive(run))
+        assert.equal(300000, #r.stdout)
+        assert.equal(("stdin!"):rep(50000), r.stdout)
+    end)
+
     it("kills a run that is collected unfinished, without waiting, and leaves nothing behind", function()
         local mark = s.layout.workspace .. "/late"
         do

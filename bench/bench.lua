@@ -556,8 +556,8 @@ out("")
 out("- *bare python3*: `posix_spawn` of `/usr/bin/python3 -c 'print(1)'` until it is reaped (no shell).")
 out("- *llmbox pooled*: `llmbox.session{ pool = p }` + `s:run(\"print(1)\")` with " ..
     "`p = llmbox.pool{ lang = \"python\", min = 2, max = 4 }`; the lease's first run uses an interpreter " ..
-    "prestarted in a fresh jail (every result checked: stdout `1`, `warm == true`). `s:close()`, which " ..
-    "refills the pool, is not timed; before every sample of every row the benchmark waits until no " ..
+    "prestarted in a fresh jail (every result checked: stdout `1`, `warm == true`). `s:close()` and " ..
+    "`p:maintain()`, which refills the pool, are not timed; before every sample of every row the benchmark waits until no " ..
     "refill is still starting.")
 out("- *llmbox cold*: `llmbox.session{ lang = \"python\" }` + `s:run` + `s:close()` in the benchmark's process.")
 out("- *llmbox CLI*: the `llmbox run -c 'print(1)'` process, including LuaJIT and library start-up.")
@@ -568,7 +568,7 @@ out("- *docker*: `docker run --rm --network none` of a local Debian bookworm min
 out("- *parallel*: N separate `llmbox script bench/worker.lua MODE` processes released together by a " ..
     "start barrier, each starting fresh sandboxes one after another for " .. fmt("%.1f", N.par_ms / 1000) ..
     " s; runs/s = all completed runs / (last finish - first start). The pooled workers each own a pool " ..
-    "(min 2, max 4), so the refill done by `close()` is included.")
+    "(min 2, max 4) and call `p:maintain()` after each lease, so the refill is included.")
 out("")
 local md_text = table.concat(md, "\n")
 

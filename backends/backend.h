@@ -45,6 +45,9 @@ typedef struct lb_backend {
 		       char *skipped, size_t skipped_len, lb_error *err);
 	int (*copy_out)(void *session, const char *path, const char *host_path, uint64_t max,
 			char *skipped, size_t skipped_len, lb_error *err);
+	/* A run's results, in memory, as a tar stream through the driver (see lb_collect). */
+	int (*collect)(void *session, const char *path, uint64_t max, lb_entry_fn fn, void *ud,
+		       lb_error *err);
 	void (*close)(void *session);
 	/* Pools (LB_CAP_POOL). prestart starts a run whose program waits for its request
 	 * (spec->prestart, see lb_run_begin); the pending run it returns is the driver's, owned by

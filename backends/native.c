@@ -58,6 +58,12 @@ static int native_copy_out(void *s, const char *path, const char *host_path, uin
 			   err);
 }
 
+static int native_collect(void *s, const char *path, uint64_t max, lb_entry_fn fn, void *ud,
+			  lb_error *err)
+{
+	return lb_collect(((native_session *)s)->jail, path, max, fn, ud, err);
+}
+
 static int native_prestart(void *s, const lb_run_spec *spec, void **pending, lb_error *err)
 {
 	native_session *n = s;
@@ -119,6 +125,7 @@ const lb_backend lb_backend_native = {
 	.run = native_run,
 	.copy_in = native_copy_in,
 	.copy_out = native_copy_out,
+	.collect = native_collect,
 	.close = native_close,
 	.prestart = native_prestart,
 	.pending_wait = native_pending_wait,

@@ -261,6 +261,14 @@ int lb_copy_in(lb_jail *j, const char *host_path, const char *jail_path, unsigne
 	       char *skipped, size_t skipped_len, lb_error *err);
 int lb_copy_out(lb_jail *j, const char *jail_path, const char *host_path, uint64_t max_bytes,
 		char *skipped, size_t skipped_len, lb_error *err);
+/* Results a run left (plots, artifacts): the regular files below jail_path (beneath /sandbox or
+ * the jail's /tmp) reach fn in memory, as a tar stream from the jail side checked like any
+ * untrusted archive; nothing is written on the host. name is the path below jail_path ("" when
+ * jail_path is a file); data is valid during the call only; fn returns non-zero to fail the
+ * collection. max_bytes (0: none) bounds the total. Symlinks and other entries are skipped. */
+typedef int (*lb_entry_fn)(void *ud, const char *name, const char *data, size_t len);
+int lb_collect(lb_jail *j, const char *jail_path, uint64_t max_bytes, lb_entry_fn fn, void *ud,
+	       lb_error *err);
 
 /* ---- host probes (probe.c), for `llmbox doctor` ---- */
 

@@ -8,6 +8,7 @@
  *                limits = {...}, host_network = bool, on_stdout, on_stderr }
  *   session:copy_in(host_path, path [, mode])   -> true [, skipped] | nil, err
  *   session:copy_out(path, host_path [, max])   -> true [, skipped] | nil, err
+ *   session:collect(path [, max])      -> { {name, size, data}, ... } | nil, err (in memory)
  *   session:close()
  *   session:prestart(spec)             -> pending | nil, err  (pools: the program waits on fd 3)
  *   session:reset()                    -> true | nil, err     (pools: empty the writable trees)
@@ -802,6 +803,44 @@ static int l_copy_out(lua_State *L)
 	return l_copy(L, false);
 }
 
+struct collected {
+	lua_State *L;
+	int n;
+};
+
+/* Each file as { name =, size =, data = } appended to the table on top of the stack. */
+static int collect_entry(void *ud, const char *name, const char *data, size_t len)
+{
+	struct collected *c = ud;
+	lua_createtable(c->L, 0, 3);
+	lua_pushstring(c->L, name);
+	lua_setfield(c->L, -2, "name");
+	lua_pushnumber(c->L, (double)len);
+	lua_setfield(c->L, -2, "size");
+	lua_pushlstring(c->L, data, len);
+	lua_setfield(c->L, -2, "data");
+	lua_rawseti(c->L, -2, ++c->n);
+	return 0;
+}
+
+/* session:collect(path [, max]) -> { {name, size, data}, ... } | nil, err, errno_name */
+static int l_collect(lua_State *L)
+{
+	lsession *s = check_session(L);
+	const char *path = luaL_checkstring(L, 2);
+	double max = luaL_optnumber(L, 3, 0);
+	if (!(max >= 0 && max <= 9007199254740992.0))
+		return luaL_argerror(L, 3, "expected a byte count (0 for no limit)");
+	if (!s->backend->collect)
+		return push_unsupported(L, s->backend, "collect results");
+	lua_newtable(L);
+	struct collected c = {.L = L};
+	lb_error err = {0};
+	if (s->backend->collect(s->handle, path, (uint64_t)max, collect_entry, &c, &err) < 0)
+		return push_error(L, &err);
+	return 1;
+}
+
 static int l_close(lua_State *L)
 {
 	lsession *s = luaL_checkudata(L, 1, SESSION_MT);
@@ -961,7 +1000,8 @@ int luaopen_llmbox_core(lua_State *L)
 	static const luaL_Reg session_methods[] = {
 		{"run", l_run},	    {"copy_in", l_copy_in}, {"copy_out", l_copy_out},
 		{"close", l_close}, {"closed", l_closed},   {"prestart", l_prestart},
-		{"reset", l_reset}, {"start", l_start},	    {NULL, NULL}};
+		{"reset", l_reset}, {"start", l_start},	    {"collect", l_collect},
+		{NULL, NULL}};
 	static const luaL_Reg pending_methods[] = {{"wait", l_pending_wait},
 						   {"finish", l_pending_finish},
 						   {"abandon", l_pending_abandon},

@@ -543,8 +543,92 @@ static int host_receive(int in_fd, const char *host_path, uint64_t max, lb_error
 	return rc;
 }
 
-int lb_copy_out(lb_jail *j, const char *jail_path, const char *host_path, uint64_t max_bytes,
-		char *skipped, size_t skipped_len, lb_error *err)
+/* Host side of lb_collect: the stream's regular files are handed to fn in memory and never
+ * touch the host's file system. The stream is as untrusted as in receive_tree: names beneath
+ * ROOT only, the first entry ROOT itself, only files and directories, the total bounded. */
+static int receive_entries(int in_fd, uint64_t max, lb_entry_fn fn, void *ud, lb_error *err)
+{
+	struct archive *a = archive_read_new();
+	if (!a)
+		return lb_fail(err, ENOMEM, "archive_read_new");
+	archive_read_support_format_tar(a);
+	int rc = 0, r = ARCHIVE_OK;
+	uint64_t total = 0;
+	bool first = true;
+	char *buf = NULL;
+	if (archive_read_open_fd(a, in_fd, 65536) != ARCHIVE_OK) {
+		rc = lb_fail(err, EIO, "reading the stream: %s", archive_error_string(a));
+		goto out;
+	}
+	struct archive_entry *e;
+	while (rc == 0 && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+		const char *name = archive_entry_pathname(e);
+		const char *suffix = name ? entry_suffix(name) : NULL;
+		if (!suffix || (first != (*suffix == '\0'))) {
+			rc = lb_fail(err, EINVAL, "malformed entry %s in the stream",
+				     name ? name : "?");
+			break;
+		}
+		first = false;
+		mode_t type = archive_entry_filetype(e);
+		if (type == AE_IFDIR)
+			continue;
+		if (type != AE_IFREG) {
+			rc = lb_fail(err, EINVAL, "entry %s is neither a file nor a directory",
+				     name);
+			break;
+		}
+		size_t len = 0, cap = 0;
+		for (;;) {
+			if (len == cap) {
+				cap = cap ? cap * 2 : 65536;
+				char *nb = realloc(buf, cap);
+				if (!nb) {
+					rc = lb_fail(err, ENOMEM, "out of memory for %s", name);
+					break;
+				}
+				buf = nb;
+			}
+			la_ssize_t n = archive_read_data(a, buf + len, cap - len);
+			if (n == 0)
+				break;
+			if (n < 0) {
+				rc = lb_fail(err, EIO, "reading %s from the stream: %s", name,
+					     archive_error_string(a));
+				break;
+			}
+			len += (size_t)n;
+			total += (uint64_t)n;
+			if (max && total > max) {
+				rc = lb_fail(err, EFBIG,
+					     "the results are larger than the limit of %llu bytes",
+					     (unsigned long long)max);
+				break;
+			}
+		}
+		if (rc == 0 && fn(ud, suffix, buf ? buf : "", len) != 0)
+			rc = lb_fail(err, ENOMEM, "keeping %s", name);
+	}
+	if (rc == 0 && r != ARCHIVE_EOF)
+		rc = lb_fail(err, EIO, "reading the stream: %s", archive_error_string(a));
+	if (rc == 0 && first)
+		rc = lb_fail(err, EIO, "the stream was empty");
+out:
+	free(buf);
+	archive_read_free(a);
+	return rc;
+}
+
+/* What the host does with the stream the jail side sends. */
+struct host_side {
+	const char *host_path; /* lb_copy_out: where it goes */
+	lb_entry_fn fn;	       /* lb_collect: who gets the files */
+	void *ud;
+};
+
+/* The jail side sends jail_path as a tar stream; the host side receives it. */
+static int send_out(lb_jail *j, const char *jail_path, const struct host_side *host,
+		    uint64_t max_bytes, char *skipped, size_t skipped_len, lb_error *err)
 {
 	const char *base = NULL, *rel = NULL;
 	if (jail_relative(jail_path, true, &base, &rel, err) < 0)
@@ -564,7 +648,8 @@ int lb_copy_out(lb_jail *j, const char *jail_path, const char *host_path, uint64
 	close(report[1]);
 	int rc = -1;
 	if (pid > 0) {
-		rc = host_receive(pipefd[0], host_path, max_bytes, err);
+		rc = host->fn ? receive_entries(pipefd[0], max_bytes, host->fn, host->ud, err)
+			      : host_receive(pipefd[0], host->host_path, max_bytes, err);
 		close(pipefd[0]);
 		pipefd[0] = -1;
 		rc = finish_jail_side(pid, report[0], skipped, skipped_len, rc, err);
@@ -573,4 +658,18 @@ int lb_copy_out(lb_jail *j, const char *jail_path, const char *host_path, uint64
 		close(pipefd[0]);
 	close(report[0]);
 	return rc;
+}
+
+int lb_copy_out(lb_jail *j, const char *jail_path, const char *host_path, uint64_t max_bytes,
+		char *skipped, size_t skipped_len, lb_error *err)
+{
+	struct host_side host = {.host_path = host_path};
+	return send_out(j, jail_path, &host, max_bytes, skipped, skipped_len, err);
+}
+
+int lb_collect(lb_jail *j, const char *jail_path, uint64_t max_bytes, lb_entry_fn fn, void *ud,
+	       lb_error *err)
+{
+	struct host_side host = {.fn = fn, .ud = ud};
+	return send_out(j, jail_path, &host, max_bytes, NULL, 0, err);
 }

@@ -14,7 +14,7 @@ local type, pairs, ipairs, tostring, setmetatable = type, pairs, ipairs, tostrin
 local sort, format = table.sort, string.format
 
 local util = require "llmbox.util"
-local now_ms, with_private_dir = util.now_ms, util.with_private_dir
+local now_ms = util.now_ms
 
 local _M = { _VERSION = "0.1.0" }
 local Session = {}
@@ -387,21 +387,20 @@ function Session:run(code, opts, admission)
     return res
 end
 
--- Copies a directory of results out of the jail and reads it: { {name, size, data}, ... } sorted
--- by name ({} when the directory does not exist). Bounded by `max` bytes in all. The copy lands
--- in a new private directory (util.private_dir), removed afterwards even when the copy fails.
+-- The collect stage: a directory of results (plots, artifacts) read out of the sandbox as
+-- { {name, size, data}, ... } sorted by name ({} when the directory does not exist), bounded by
+-- `max` bytes in all. The driver hands the files over in memory (a tar stream from its side,
+-- checked like any untrusted archive); nothing is written on the host.
 function Session:_collect(dir, max)
-    local handle = self.handle
-    local files, err = with_private_dir("llmbox-results", function(private)
-        local host = private .. "/results"
-        local ok, cerr, code = handle:copy_out(dir, host, max)
-        if not ok then
-            if code == "ENOENT" then return {} end
-            return nil, cerr
-        end
-        return artifacts.read_tree(host)
-    end)
-    if not files then return nil, "collecting " .. dir .. ": " .. tostring(err) end
+    local files, err, code = self.handle:collect(dir, max)
+    if not files then
+        if code == "ENOENT" then return {} end
+        return nil, "collecting " .. dir .. ": " .. tostring(err)
+    end
+    for _, f in ipairs(files) do
+        if f.name == "" then f.name = dir:match("[^/]+$") end -- dir was a single file
+    end
+    sort(files, function(a, b) return a.name < b.name end)
     return files
 end
 

@@ -99,6 +99,8 @@ end
 
 function Handle:copy_in(...) return self.session:copy_in(...) end
 function Handle:copy_out(...) return self.session:copy_out(...) end
+-- A run's results in memory, through a tar stream from the jail side (never a host directory).
+function Handle:collect(path, max) return self.session:collect(path, max) end
 function Handle:reset() return self.session:reset() end
 function Handle:close() return self.session:close() end
 function Handle:closed() return self.session:closed() end

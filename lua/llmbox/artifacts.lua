@@ -1,34 +1,10 @@
--- Results a run leaves behind: plots and output files, read from the host-side copy of a jail
--- directory; plus the checks on library names and base64 for JSON output (and back, for uploads).
+-- Results a run leaves behind: plots (their format and size) from the files the collect stage
+-- read out of the sandbox; plus the checks on library names and base64 for JSON output (and
+-- back, for uploads).
 local byte, sub, concat = string.byte, string.sub, table.concat
 local floor = math.floor
 
 local _M = { _VERSION = "0.1.0" }
-
-local util = require "llmbox.util"
-local read_file = util.read_file
-
--- { {name = "a/b.png", size = n, data = bytes}, ... } for every regular file below `path` (dot
--- files included; symbolic links are not followed), sorted; a single file when `path` is one.
-function _M.read_tree(path)
-    local lstat = require("luv").fs_lstat
-    local out = {}
-    local function walk(p, name)
-        local st = lstat(p)
-        if not st then return end
-        if st.type == "directory" then
-            for _, n in ipairs(util.entries(p)) do walk(p .. "/" .. n, name and name .. "/" .. n or n) end
-        elseif st.type == "file" then
-            local data = read_file(p)
-            if data then out[#out + 1] = { name = name or p:match("[^/]+$"), size = #data, data = data } end
-        end
-    end
-    walk(path, nil)
-    table.sort(out, function(a, b) return a.name < b.name end)
-    return out
-end
-
-_M.remove_tree = util.remove_tree
 
 -- Width and height from a PNG's IHDR chunk (nil when the bytes are not a PNG).
 function _M.png_size(data)

@@ -171,19 +171,6 @@ function _M.remove_tree(path)
     end
 end
 
-local function pack(...) return { n = select("#", ...), ... } end
-
---- util.with_private_dir(prefix, fn) -> fn(dir)'s results | nil, err. The directory is removed
---- afterwards, also when fn raises an error (which is raised again).
-function _M.with_private_dir(prefix, fn)
-    local dir, err = _M.private_dir(prefix)
-    if not dir then return nil, err end
-    local res = pack(pcall(fn, dir))
-    _M.remove_tree(dir)
-    if not res[1] then error(res[2], 0) end
-    return unpack(res, 2, res.n)
-end
-
 -- Files ending in `suffix` in a directory, sorted ({} when the directory does not exist).
 function _M.list_dir(dir, suffix)
     local names = {}

@@ -328,7 +328,15 @@ describe("pool exhaustion and fairness #unpriv", function()
     end)
 
     it("wait hands sandboxes to coroutines in arrival order", function()
-        local p = assert(llmbox.pool({ lang = "shell", min = 0, max = 1 }))
+        -- a scheduler that resumes a waiter as soon as the pool hands it a lease, and keeps
+        -- what it yields next
+        local yielded = {}
+        local function resume(co, ...)
+            local ok, v = coroutine.resume(co, ...)
+            assert(ok, v)
+            yielded[#yielded + 1] = v
+        end
+        local p = assert(llmbox.pool({ lang = "shell", min = 0, max = 1, resume = resume }))
         local order, cos = {}, {}
         local holder = assert(p:acquire())
         for i = 1, 4 do
@@ -350,8 +358,9 @@ describe("pool exhaustion and fairness #unpriv", function()
         holder:close() -- never runs a waiter inside another caller's close()
         assert.same({}, order)
         for i = 1, 4 do
-            assert(p:maintain()) -- makes the sandbox the first waiter gets, and resumes it
+            assert(p:maintain()) -- makes the sandbox the first waiter gets, and hands it over
             assert.same({ unpack({ "1", "2", "3", "4" }, 1, i) }, order)
+            assert.equal("working", yielded[i]) -- what it yielded reached its scheduler
             coroutine.resume(cos[i]) -- releases (the sandbox is single-use: destroyed)
         end
         assert.equal(4, p:stats().waits)

@@ -10,10 +10,62 @@
  *   - only regular files and directories are created, never with setuid/setgid/sticky bits
  *     unless the caller asked for that mode;
  *   - with a byte limit, no more than the limit is written;
- *   - no sanitizer report; failures come back as -1 with a NUL-terminated message. */
+ *   - no sanitizer report; failures come back as -1 with a NUL-terminated message.
+ * The same stream then goes to receive_entries (lb_collect's reader, into memory): every name it
+ * hands on is relative with no "." or ".." component, and with a limit no more than the limit
+ * is handed on. */
 #include "../runtime/transfer.c"
 #include "scratch.c"
 #include "harness.h"
+
+struct collected {
+	uint64_t total;
+};
+
+static int check_entry(void *ud, const char *name, const char *data, size_t len)
+{
+	struct collected *c = ud;
+	(void)data;
+	if (name[0] == '/')
+		abort();
+	for (const char *p = name; *p;) {
+		const char *end = strchrnul(p, '/');
+		size_t n = (size_t)(end - p);
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			abort();
+		p = *end ? end + 1 : end;
+	}
+	c->total += len;
+	return 0;
+}
+
+/* receive_entries on the same bytes: names and the limit (see above). */
+static void check_collect(const uint8_t *stream, size_t len, uint64_t max)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		abort();
+	int cap = fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+	if (cap < 65536)
+		cap = 65536;
+	if (len > (size_t)cap)
+		len = (size_t)cap;
+	if (lb_write_all(p[1], stream, len) < 0)
+		abort();
+	close(p[1]);
+	struct collected c = {0};
+	lb_error err;
+	memset(&err, 'x', sizeof err);
+	int rc = receive_entries(p[0], max, check_entry, &c, &err);
+	close(p[0]);
+	if (rc != 0 && (rc != -1 || !memchr(err.msg, '\0', sizeof err.msg) || !err.msg[0]))
+		abort();
+	if (max && c.total > max) {
+		fprintf(stderr, "fuzz_tar: %llu bytes collected with a limit of %llu\n",
+			(unsigned long long)c.total, (unsigned long long)max);
+		abort();
+	}
+}
 
 struct in {
 	const uint8_t *p;
@@ -237,6 +289,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (lb_write_all(p[1], stream, len) < 0)
 		abort();
 	close(p[1]);
+	check_collect(stream, len, max);
 
 	int sink = -1;
 	if (to_file) {

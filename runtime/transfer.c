@@ -262,6 +262,48 @@ static int write_entry_data(struct archive *a, int fd, const char *name, uint64_
 	}
 }
 
+/* A tar stream from the other side, read as untrusted: every entry's name must lie beneath ROOT,
+ * and the first entry must be ROOT itself. */
+struct stream {
+	struct archive *a;
+	bool first; /* no entry read yet */
+};
+
+static int stream_open(struct stream *st, int in_fd, lb_error *err)
+{
+	*st = (struct stream){.a = archive_read_new(), .first = true};
+	if (!st->a)
+		return lb_fail(err, ENOMEM, "archive_read_new");
+	archive_read_support_format_tar(st->a);
+	if (archive_read_open_fd(st->a, in_fd, 65536) != ARCHIVE_OK)
+		return lb_fail(err, EIO, "reading the stream: %s", archive_error_string(st->a));
+	return 0;
+}
+
+/* The next entry, its name and its name below ROOT: 1; 0 at the end; -1 with err filled. */
+static int stream_next(struct stream *st, struct archive_entry **e, const char **name,
+		       const char **suffix, lb_error *err)
+{
+	int r = archive_read_next_header(st->a, e);
+	if (r == ARCHIVE_EOF)
+		return st->first ? lb_fail(err, EIO, "the stream was empty") : 0;
+	if (r != ARCHIVE_OK)
+		return lb_fail(err, EIO, "reading the stream: %s", archive_error_string(st->a));
+	*name = archive_entry_pathname(*e);
+	*suffix = *name ? entry_suffix(*name) : NULL;
+	if (!*suffix || (st->first != (**suffix == '\0')))
+		return lb_fail(err, EINVAL, "malformed entry %s in the stream",
+			       *name ? *name : "?");
+	st->first = false;
+	return 1;
+}
+
+static void stream_close(struct stream *st)
+{
+	if (st->a)
+		archive_read_free(st->a);
+}
+
 /* Extracts the stream read from in_fd beneath base_fd at `dest` (relative; "" means base_fd
  * itself must receive a directory). `file_mode`, when non-zero, overrides a single file's
  * mode. The first entry must be ROOT. With file_fd >= 0 the stream must be one regular file,
@@ -269,28 +311,13 @@ static int write_entry_data(struct archive *a, int fd, const char *name, uint64_
 static int receive_tree(int in_fd, int base_fd, int file_fd, const char *dest, unsigned file_mode,
 			uint64_t max, lb_error *err)
 {
-	struct archive *a = archive_read_new();
-	if (!a)
-		return lb_fail(err, ENOMEM, "archive_read_new");
-	archive_read_support_format_tar(a);
-	int rc = 0;
+	struct stream st;
+	int rc = stream_open(&st, in_fd, err), more = 0;
+	struct archive *a = st.a;
 	uint64_t total = 0;
-	bool first = true;
-	if (archive_read_open_fd(a, in_fd, 65536) != ARCHIVE_OK) {
-		rc = lb_fail(err, EIO, "reading the stream: %s", archive_error_string(a));
-		goto out;
-	}
 	struct archive_entry *e;
-	int r;
-	while (rc == 0 && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
-		const char *name = archive_entry_pathname(e);
-		const char *suffix = name ? entry_suffix(name) : NULL;
-		if (!suffix || (first != (*suffix == '\0'))) {
-			rc = lb_fail(err, EINVAL, "malformed entry %s in the stream",
-				     name ? name : "?");
-			break;
-		}
-		first = false;
+	const char *name, *suffix;
+	while (rc == 0 && (more = stream_next(&st, &e, &name, &suffix, err)) > 0) {
 		char path[PATH_MAX];
 		if (snprintf(path, sizeof path, "%s%s%s", dest, *dest && *suffix ? "/" : "",
 			     suffix) >= (int)sizeof path) {
@@ -356,12 +383,9 @@ static int receive_tree(int in_fd, int base_fd, int file_fd, const char *dest, u
 				     name);
 		}
 	}
-	if (rc == 0 && r != ARCHIVE_EOF)
-		rc = lb_fail(err, EIO, "reading the stream: %s", archive_error_string(a));
-	if (rc == 0 && first)
-		rc = lb_fail(err, EIO, "the stream was empty");
-out:
-	archive_read_free(a);
+	if (rc == 0 && more < 0)
+		rc = -1;
+	stream_close(&st);
 	return rc;
 }
 
@@ -548,28 +572,14 @@ static int host_receive(int in_fd, const char *host_path, uint64_t max, lb_error
  * ROOT only, the first entry ROOT itself, only files and directories, the total bounded. */
 static int receive_entries(int in_fd, uint64_t max, lb_entry_fn fn, void *ud, lb_error *err)
 {
-	struct archive *a = archive_read_new();
-	if (!a)
-		return lb_fail(err, ENOMEM, "archive_read_new");
-	archive_read_support_format_tar(a);
-	int rc = 0, r = ARCHIVE_OK;
+	struct stream st;
+	int rc = stream_open(&st, in_fd, err), more = 0;
+	struct archive *a = st.a;
 	uint64_t total = 0;
-	bool first = true;
 	char *buf = NULL;
-	if (archive_read_open_fd(a, in_fd, 65536) != ARCHIVE_OK) {
-		rc = lb_fail(err, EIO, "reading the stream: %s", archive_error_string(a));
-		goto out;
-	}
 	struct archive_entry *e;
-	while (rc == 0 && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
-		const char *name = archive_entry_pathname(e);
-		const char *suffix = name ? entry_suffix(name) : NULL;
-		if (!suffix || (first != (*suffix == '\0'))) {
-			rc = lb_fail(err, EINVAL, "malformed entry %s in the stream",
-				     name ? name : "?");
-			break;
-		}
-		first = false;
+	const char *name, *suffix;
+	while (rc == 0 && (more = stream_next(&st, &e, &name, &suffix, err)) > 0) {
 		mode_t type = archive_entry_filetype(e);
 		if (type == AE_IFDIR)
 			continue;
@@ -609,13 +619,10 @@ static int receive_entries(int in_fd, uint64_t max, lb_entry_fn fn, void *ud, lb
 		if (rc == 0 && fn(ud, suffix, buf ? buf : "", len) != 0)
 			rc = lb_fail(err, ENOMEM, "keeping %s", name);
 	}
-	if (rc == 0 && r != ARCHIVE_EOF)
-		rc = lb_fail(err, EIO, "reading the stream: %s", archive_error_string(a));
-	if (rc == 0 && first)
-		rc = lb_fail(err, EIO, "the stream was empty");
-out:
+	if (rc == 0 && more < 0)
+		rc = -1;
 	free(buf);
-	archive_read_free(a);
+	stream_close(&st);
 	return rc;
 }
 

@@ -39,8 +39,8 @@ static int check_entry(void *ud, const char *name, const char *data, size_t len)
 	return 0;
 }
 
-/* receive_entries on the same bytes: names and the limit (see above). */
-static void check_collect(const uint8_t *stream, size_t len, uint64_t max)
+/* The read end of a pipe holding the stream (cut to what the pipe can hold without a reader). */
+static int stream_pipe(const uint8_t *stream, size_t *len)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
@@ -48,16 +48,23 @@ static void check_collect(const uint8_t *stream, size_t len, uint64_t max)
 	int cap = fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
 	if (cap < 65536)
 		cap = 65536;
-	if (len > (size_t)cap)
-		len = (size_t)cap;
-	if (lb_write_all(p[1], stream, len) < 0)
+	if (*len > (size_t)cap)
+		*len = (size_t)cap;
+	if (lb_write_all(p[1], stream, *len) < 0)
 		abort();
 	close(p[1]);
+	return p[0];
+}
+
+/* receive_entries on the same bytes: names and the limit (see above). */
+static void check_collect(const uint8_t *stream, size_t len, uint64_t max)
+{
+	int in = stream_pipe(stream, &len);
 	struct collected c = {0};
 	lb_error err;
 	memset(&err, 'x', sizeof err);
-	int rc = receive_entries(p[0], max, check_entry, &c, &err);
-	close(p[0]);
+	int rc = receive_entries(in, max, check_entry, &c, &err);
+	close(in);
 	if (rc != 0 && (rc != -1 || !memchr(err.msg, '\0', sizeof err.msg) || !err.msg[0]))
 		abort();
 	if (max && c.total > max) {
@@ -278,17 +285,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
-		abort();
-	int cap = fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
-	if (cap < 65536)
-		cap = 65536;
-	if (len > (size_t)cap)
-		len = (size_t)cap;
-	if (lb_write_all(p[1], stream, len) < 0)
-		abort();
-	close(p[1]);
+	int sent = stream_pipe(stream, &len);
 	check_collect(stream, len, max);
 
 	int sink = -1;
@@ -299,8 +296,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	lb_error err;
 	memset(&err, 'x', sizeof err);
-	int rc = receive_tree(p[0], scr.ws_fd, sink, dest, file_mode, max, &err);
-	close(p[0]);
+	int rc = receive_tree(sent, scr.ws_fd, sink, dest, file_mode, max, &err);
+	close(sent);
 	if (sink >= 0)
 		close(sink);
 	if (rc != 0 && (rc != -1 || !memchr(err.msg, '\0', sizeof err.msg) || !err.msg[0]))

@@ -15,7 +15,7 @@ LIBDIR  ?= $(PREFIX)/lib/lua/5.1
 DATADIR ?= $(PREFIX)/share/llmbox
 
 PKG_CONFIG ?= pkg-config
-PKGS    := luajit libseccomp libcap libarchive
+PKGS    := luajit libseccomp libcap libarchive libcurl
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 HARDEN  := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIC
@@ -23,14 +23,15 @@ HARDEN  := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIC
 VISIBILITY := -fvisibility=hidden
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2
 DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive 2>/dev/null)
+DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive libcurl 2>/dev/null)
 LUA_LIBS   = $(shell $(PKG_CONFIG) --libs luajit 2>/dev/null)
 ALL_CFLAGS = $(WARN) $(HARDEN) $(VISIBILITY) $(CFLAGS) $(DEP_CFLAGS)
 ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
 
 CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtime/jail.c \
             runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/spawn.c runtime/supervise.c runtime/verdict.c \
-            runtime/transfer.c runtime/probe.c runtime/lua_core.c backends/native.c
+            runtime/transfer.c runtime/http.c runtime/probe.c runtime/lua_core.c runtime/lua_http.c \
+            backends/native.c
 CORE_OBJ := $(CORE_SRC:%.c=build/obj/%.o)
 HEADERS  := runtime/llmbox.h runtime/internal.h runtime/run.h backends/backend.h
 
@@ -38,12 +39,12 @@ BIN    := build/bin/llmbox
 MODULE := build/lib/llmbox/core.so
 
 # Debian packages: what building needs, and what the specs need on top.
-DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev lua-cjson lua-luv python3
+DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev lua-cjson lua-luv python3
 # Toolchains the language recipes drive (the specs run each one for real). Defined before
 # DEPS_TEST: a `:=` assignment expands what it names at once.
 DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby python3-pip \
               python3-matplotlib python3-numpy python3-plotly python3-seaborn r-cran-ggplot2
-DEPS_TEST  := lua-busted lua-check clang-format luarocks procps $(DEPS_LANGS)
+DEPS_TEST  := lua-busted lua-check clang-format luarocks procps openssl $(DEPS_LANGS)
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test soak lint format install uninstall clean paths
 

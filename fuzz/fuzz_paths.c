@@ -119,7 +119,7 @@ static bool entry_name_ok(const char *name, const char **suffix)
 
 static void check_entry_suffix(const char *name)
 {
-	const char *want = NULL, *got = entry_suffix(name);
+	const char *want = NULL, *got = entry_suffix(ROOT, name);
 	bool ok = entry_name_ok(name, &want);
 	if ((got != NULL) != ok || (got && got != want)) {
 		fprintf(stderr, "fuzz_paths: entry_suffix(\"%s\") = %s, want %s\n", name,

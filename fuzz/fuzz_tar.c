@@ -11,7 +11,8 @@
  *     unless the caller asked for that mode;
  *   - with a byte limit, no more than the limit is written;
  *   - no sanitizer report; failures come back as -1 with a NUL-terminated message.
- * The same stream then goes to receive_entries (lb_collect's reader, into memory): every name it
+ * The same stream then goes to receive_entries twice, as lb_collect reads it (root "llmbox") and
+ * as lb_tar_entries reads a foreign archive (the first entry names the root): every name it
  * hands on is relative with no "." or ".." component, and with a limit no more than the limit
  * is handed on. */
 #include "../runtime/transfer.c"
@@ -57,13 +58,13 @@ static int stream_pipe(const uint8_t *stream, size_t *len)
 }
 
 /* receive_entries on the same bytes: names and the limit (see above). */
-static void check_collect(const uint8_t *stream, size_t len, uint64_t max)
+static void check_collect(const uint8_t *stream, size_t len, const char *root, uint64_t max)
 {
 	int in = stream_pipe(stream, &len);
 	struct collected c = {0};
 	lb_error err;
 	memset(&err, 'x', sizeof err);
-	int rc = receive_entries(in, max, check_entry, &c, &err);
+	int rc = receive_entries(in, root, max, check_entry, &c, &err);
 	close(in);
 	if (rc != 0 && (rc != -1 || !memchr(err.msg, '\0', sizeof err.msg) || !err.msg[0]))
 		abort();
@@ -286,7 +287,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	int sent = stream_pipe(stream, &len);
-	check_collect(stream, len, max);
+	check_collect(stream, len, ROOT, max);
+	check_collect(stream, len, NULL, max);
 
 	int sink = -1;
 	if (to_file) {

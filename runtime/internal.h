@@ -153,4 +153,11 @@ int lb_apply_rlimits(const lb_limits *lim, const lb_cgroup *cg, lb_error *err);
 /* seccomp.c */
 int lb_filter_load(const lb_filter *f, lb_error *err);
 
+/* ---- the Lua binding, split by concern (lua_core.c, lua_http.c) ---- */
+struct lua_State;
+/* Pushes nil, err->msg and the errno's name ("EINVAL" when none): 3 values. */
+int lb_lua_push_error(struct lua_State *L, const lb_error *e);
+/* Adds core.http to the module table on top of the stack. */
+void lb_lua_http_register(struct lua_State *L);
+
 #endif

@@ -270,6 +270,55 @@ typedef int (*lb_entry_fn)(void *ud, const char *name, const char *data, size_t 
 int lb_collect(lb_jail *j, const char *jail_path, uint64_t max_bytes, lb_entry_fn fn, void *ud,
 	       lb_error *err);
 
+/* Archives someone else made (an engine's GET .../archive, an image's layers), read as untrusted
+ * like the streams above: the first entry names the archive's root (one plain name, as an engine
+ * names the directory or file it was asked for), every other entry lies beneath it, names with
+ * "..", "." or empty components are refused, and max_bytes (0: none) bounds the total. The
+ * regular files reach fn as for lb_collect (name below the root); directories, links and
+ * devices are skipped. */
+int lb_tar_entries(int in_fd, uint64_t max_bytes, lb_entry_fn fn, void *ud, lb_error *err);
+
+/* ---- HTTP for the engine drivers (http.c) ----
+ * One libcurl multi handle that an event loop drives: lb_http_fds gives the sockets to watch
+ * and the ms until curl's timer (-1 none); lb_http_step polls them for at most wait_ms (-1:
+ * until something is due), lets curl work, and returns how many requests are still running
+ * (-1 when poll fails). A request's body is kept until taken (lb_http_body, lb_http_consume),
+ * so streamed responses reach the caller as they arrive. The caller owns the handle and each
+ * request; a request keeps its handle alive, so they may be released in any order. */
+typedef struct lb_http lb_http;
+typedef struct lb_http_req lb_http_req;
+
+typedef struct lb_http_request {
+	const char *method;	    /* NULL: GET */
+	const char *url;	    /* http:// or https:// (with unix_socket the host is a name) */
+	const char *unix_socket;    /* connect to this socket instead of the URL's host */
+	const char *const *headers; /* "Name: value" lines, NULL-terminated; may be NULL */
+	const char *body;	    /* copied; NULL: no body */
+	size_t body_len;
+	const char *ca_file, *cert_file, *key_file; /* TLS: whom to trust, our certificate */
+	long timeout_ms, connect_timeout_ms;	    /* 0: none */
+	uint64_t max_body; /* a longer response fails the request with EFBIG; 0: none */
+} lb_http_request;
+
+typedef struct lb_http_response {
+	long status;
+	char *headers; /* the header lines as received (malloc'd: the caller frees them) */
+	size_t headers_len;
+} lb_http_response;
+
+lb_http *lb_http_new(lb_error *err);
+void lb_http_free(lb_http *h);
+lb_http_req *lb_http_begin(lb_http *h, const lb_http_request *rq, lb_error *err);
+int lb_http_fds(lb_http *h, struct pollfd *pf, int max, int *timeout_ms);
+int lb_http_step(lb_http *h, int wait_ms);
+bool lb_http_done(const lb_http_req *r);
+const char *lb_http_body(const lb_http_req *r, size_t *len);
+void lb_http_consume(lb_http_req *r, size_t len);
+/* Ends and frees the request: 0 with res filled (any HTTP status), or -1 with err naming the
+ * peer and the cause (ETIMEDOUT, ECONNREFUSED, EPROTO for TLS, EFBIG for max_body). */
+int lb_http_end(lb_http_req *r, lb_http_response *res, lb_error *err);
+void lb_http_discard(lb_http_req *r); /* ends it unfinished */
+
 /* ---- host probes (probe.c), for `llmbox doctor` ---- */
 
 typedef struct lb_probe {

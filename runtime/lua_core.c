@@ -31,6 +31,10 @@
  *                                         process whose whole tree dies with it, for backends
  *                                         that wrap another sandbox program)
  *   core.reap([block])                 (pools: collect what finished prestarted runs left)
+ *   core.tar_entries(archive [, max])  -> { {name, size, data}, ... } | nil, err (an archive
+ *                                         someone else made, read as untrusted; lb_tar_entries)
+ *   core.http()                        -> client (libcurl multi for the engine drivers; see
+ *                                         lua_http.c)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
  *   core.ioctl_number(name)            -> number | nil
@@ -49,6 +53,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define SESSION_MT "llmbox.core.session"
 #define PENDING_MT "llmbox.core.pending"
@@ -67,7 +72,7 @@ static const lb_backend *find_backend(const char *name)
 	return NULL;
 }
 
-static int push_error(lua_State *L, const lb_error *e)
+int lb_lua_push_error(lua_State *L, const lb_error *e)
 {
 	lua_pushnil(L);
 	lua_pushstring(L, e->msg);
@@ -258,7 +263,7 @@ static int l_open(lua_State *L)
 	lb_error err = {0};
 	s->handle = b->open(&cfg, &err);
 	if (!s->handle)
-		return push_error(L, &err);
+		return lb_lua_push_error(L, &err);
 	return 1;
 }
 
@@ -413,7 +418,7 @@ static int l_run(lua_State *L)
 	if (s->backend->run(s->handle, &spec, &res, &err) < 0) {
 		if (ctx.errmsg[0])
 			snprintf(err.msg, sizeof err.msg, "%s", ctx.errmsg);
-		return push_error(L, &err);
+		return lb_lua_push_error(L, &err);
 	}
 	push_result(L, &res);
 	return 1;
@@ -462,7 +467,7 @@ static int l_prestart(lua_State *L)
 	lua_setmetatable(L, -2);
 	lb_error err = {0};
 	if (s->backend->prestart(s->handle, &spec, &p->handle, &err) < 0)
-		return push_error(L, &err);
+		return lb_lua_push_error(L, &err);
 	return 1;
 }
 
@@ -499,7 +504,7 @@ static int l_pending_finish(lua_State *L)
 	if (p->backend->pending_finish(h, &io, &res, &err) < 0) {
 		if (ctx.errmsg[0])
 			snprintf(err.msg, sizeof err.msg, "%s", ctx.errmsg);
-		return push_error(L, &err);
+		return lb_lua_push_error(L, &err);
 	}
 	push_result(L, &res);
 	return 1;
@@ -601,7 +606,7 @@ static int l_start(lua_State *L)
 	spec.ud = r;
 	lb_error err = {0};
 	if (s->backend->start(s->handle, &spec, &r->run, &err) < 0)
-		return push_error(L, &err);
+		return lb_lua_push_error(L, &err);
 	return 1;
 }
 
@@ -624,7 +629,7 @@ static int l_pending_start(lua_State *L)
 	p->handle = NULL; /* the run owns it now, whatever happens */
 	lb_error err = {0};
 	if (p->backend->pending_start(h, &io, &r->run, &err) < 0)
-		return push_error(L, &err);
+		return lb_lua_push_error(L, &err);
 	return 1;
 }
 
@@ -694,7 +699,7 @@ static int l_run_result(lua_State *L)
 	lb_result res;
 	lb_error err = {0};
 	if (r->backend->run_end(run, &res, &err) < 0)
-		return push_error(L, &err);
+		return lb_lua_push_error(L, &err);
 	push_result(L, &res);
 	return 1;
 }
@@ -721,14 +726,14 @@ static int l_spawn(lua_State *L)
 	lb_error err = {0};
 	lb_pending *p;
 	if (lb_spawn(&spec, NULL, &p, &err) < 0)
-		return push_error(L, &err);
+		return lb_lua_push_error(L, &err);
 	lb_run_io io = {.stdin_data = spec.stdin_data,
 			.stdin_len = spec.stdin_len,
 			.on_output = queue_output,
 			.ud = r};
 	lb_active *a;
 	if (lb_active_begin(p, &io, &a, &err) < 0)
-		return push_error(L, &err);
+		return lb_lua_push_error(L, &err);
 	r->run = a;
 	return 1;
 }
@@ -755,7 +760,7 @@ static int l_reset(lua_State *L)
 		return push_unsupported(L, s->backend, "reset a session");
 	lb_error err = {0};
 	if (s->backend->reset(s->handle, &err) < 0)
-		return push_error(L, &err);
+		return lb_lua_push_error(L, &err);
 	lua_pushboolean(L, 1);
 	return 1;
 }
@@ -779,7 +784,7 @@ static int l_copy(lua_State *L, bool in)
 		   : s->backend->copy_out(s->handle, a, b, (uint64_t)arg, skipped, sizeof skipped,
 					  &err);
 	if (r < 0)
-		return push_error(L, &err);
+		return lb_lua_push_error(L, &err);
 	lua_pushboolean(L, 1);
 	if (!skipped[0])
 		return 1;
@@ -837,8 +842,32 @@ static int l_collect(lua_State *L)
 	struct collected c = {.L = L};
 	lb_error err = {0};
 	if (s->backend->collect(s->handle, path, (uint64_t)max, collect_entry, &c, &err) < 0)
-		return push_error(L, &err);
+		return lb_lua_push_error(L, &err);
 	return 1;
+}
+
+/* core.tar_entries(archive [, max]) -> { {name, size, data}, ... } | nil, err, errno_name:
+ * an archive someone else made (an engine's GET .../archive), read by lb_tar_entries. */
+static int l_tar_entries(lua_State *L)
+{
+	size_t len;
+	const char *data = luaL_checklstring(L, 1, &len);
+	double max = luaL_optnumber(L, 2, 0);
+	if (!(max >= 0 && max <= 9007199254740992.0))
+		return luaL_argerror(L, 2, "expected a byte count (0 for no limit)");
+	lb_error err = {0};
+	int fd = memfd_create("llmbox-archive", MFD_CLOEXEC);
+	if (fd < 0 || lb_write_all(fd, data, len) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+		lb_fail_sys(&err, errno, "keeping the archive in memory");
+		if (fd >= 0)
+			close(fd);
+		return lb_lua_push_error(L, &err);
+	}
+	lua_newtable(L);
+	struct collected c = {.L = L};
+	int rc = lb_tar_entries(fd, (uint64_t)max, collect_entry, &c, &err);
+	close(fd);
+	return rc < 0 ? lb_lua_push_error(L, &err) : 1;
 }
 
 static int l_close(lua_State *L)
@@ -1016,6 +1045,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"cgroup", l_cgroup},
 					 {"reap", l_reap},
 					 {"spawn", l_spawn},
+					 {"tar_entries", l_tar_entries},
 					 {NULL, NULL}};
 	if (luaL_newmetatable(L, SESSION_MT)) {
 		lua_newtable(L);
@@ -1055,6 +1085,7 @@ int luaopen_llmbox_core(lua_State *L)
 	lua_pop(L, 1);
 	lua_newtable(L);
 	luaL_register(L, NULL, funcs);
+	lb_lua_http_register(L);
 	lua_pushstring(L, LLMBOX_VERSION);
 	lua_setfield(L, -2, "VERSION");
 	return 1;

@@ -218,12 +218,12 @@ static int send_tree(int fd, int out_fd, uint64_t max, int report, struct walk *
 
 /* ---- reading a tar stream into a directory fd (used on both sides) ---- */
 
-/* The part of an entry name below ROOT: "" for ROOT itself, NULL when the name is malformed
- * (outside ROOT, absolute, "..", "." or empty components). */
-static const char *entry_suffix(const char *name)
+/* The part of an entry name below root: "" for root itself, NULL when the name is malformed
+ * (outside root, absolute, "..", "." or empty components). */
+static const char *entry_suffix(const char *root, const char *name)
 {
-	size_t rl = strlen(ROOT);
-	if (strncmp(name, ROOT, rl) != 0 || (name[rl] != '\0' && name[rl] != '/'))
+	size_t rl = strlen(root);
+	if (strncmp(name, root, rl) != 0 || (name[rl] != '\0' && name[rl] != '/'))
 		return NULL;
 	const char *rest = name + rl;
 	if (*rest == '/')
@@ -262,16 +262,22 @@ static int write_entry_data(struct archive *a, int fd, const char *name, uint64_
 	}
 }
 
-/* A tar stream from the other side, read as untrusted: every entry's name must lie beneath ROOT,
- * and the first entry must be ROOT itself. */
+/* A tar stream from the other side, read as untrusted: every entry's name must lie beneath the
+ * root, and the first entry must be the root itself. Our own jail side names it ROOT; an archive
+ * someone else made (root_given false) names it with its first entry, which must then be one
+ * plain name. */
 struct stream {
 	struct archive *a;
-	bool first; /* no entry read yet */
+	bool first;	 /* no entry read yet */
+	bool root_given; /* root was known before the first entry */
+	char root[NAME_MAX + 1];
 };
 
-static int stream_open(struct stream *st, int in_fd, lb_error *err)
+static int stream_open(struct stream *st, int in_fd, const char *root, lb_error *err)
 {
-	*st = (struct stream){.a = archive_read_new(), .first = true};
+	*st = (struct stream){.a = archive_read_new(), .first = true, .root_given = root != NULL};
+	if (root)
+		snprintf(st->root, sizeof st->root, "%s", root);
 	if (!st->a)
 		return lb_fail(err, ENOMEM, "archive_read_new");
 	archive_read_support_format_tar(st->a);
@@ -280,7 +286,19 @@ static int stream_open(struct stream *st, int in_fd, lb_error *err)
 	return 0;
 }
 
-/* The next entry, its name and its name below ROOT: 1; 0 at the end; -1 with err filled. */
+/* The root an archive's first entry names: "dir", "dir/" or "file", never "." or "..". */
+static int learn_root(struct stream *st, const char *name)
+{
+	size_t len = strcspn(name, "/");
+	if (len == 0 || len > NAME_MAX || name[len + (name[len] == '/')] != '\0' ||
+	    (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+		return -1;
+	memcpy(st->root, name, len);
+	st->root[len] = '\0';
+	return 0;
+}
+
+/* The next entry, its name and its name below the root: 1; 0 at the end; -1 with err filled. */
 static int stream_next(struct stream *st, struct archive_entry **e, const char **name,
 		       const char **suffix, lb_error *err)
 {
@@ -290,7 +308,10 @@ static int stream_next(struct stream *st, struct archive_entry **e, const char *
 	if (r != ARCHIVE_OK)
 		return lb_fail(err, EIO, "reading the stream: %s", archive_error_string(st->a));
 	*name = archive_entry_pathname(*e);
-	*suffix = *name ? entry_suffix(*name) : NULL;
+	if (st->first && !st->root_given && (!*name || learn_root(st, *name) < 0))
+		return lb_fail(err, EINVAL, "malformed first entry %s in the archive",
+			       *name ? *name : "?");
+	*suffix = *name ? entry_suffix(st->root, *name) : NULL;
 	if (!*suffix || (st->first != (**suffix == '\0')))
 		return lb_fail(err, EINVAL, "malformed entry %s in the stream",
 			       *name ? *name : "?");
@@ -312,7 +333,7 @@ static int receive_tree(int in_fd, int base_fd, int file_fd, const char *dest, u
 			uint64_t max, lb_error *err)
 {
 	struct stream st;
-	int rc = stream_open(&st, in_fd, err), more = 0;
+	int rc = stream_open(&st, in_fd, ROOT, err), more = 0;
 	struct archive *a = st.a;
 	uint64_t total = 0;
 	struct archive_entry *e;
@@ -570,10 +591,11 @@ static int host_receive(int in_fd, const char *host_path, uint64_t max, lb_error
 /* Host side of lb_collect: the stream's regular files are handed to fn in memory and never
  * touch the host's file system. The stream is as untrusted as in receive_tree: names beneath
  * ROOT only, the first entry ROOT itself, only files and directories, the total bounded. */
-static int receive_entries(int in_fd, uint64_t max, lb_entry_fn fn, void *ud, lb_error *err)
+static int receive_entries(int in_fd, const char *root, uint64_t max, lb_entry_fn fn, void *ud,
+			   lb_error *err)
 {
 	struct stream st;
-	int rc = stream_open(&st, in_fd, err), more = 0;
+	int rc = stream_open(&st, in_fd, root, err), more = 0;
 	struct archive *a = st.a;
 	uint64_t total = 0;
 	char *buf = NULL;
@@ -582,6 +604,10 @@ static int receive_entries(int in_fd, uint64_t max, lb_entry_fn fn, void *ud, lb
 	while (rc == 0 && (more = stream_next(&st, &e, &name, &suffix, err)) > 0) {
 		mode_t type = archive_entry_filetype(e);
 		if (type == AE_IFDIR)
+			continue;
+		/* Links and devices in a foreign archive are skipped, as the jail side skips them.
+		 */
+		if (!root && (type != AE_IFREG || archive_entry_hardlink(e)))
 			continue;
 		if (type != AE_IFREG) {
 			rc = lb_fail(err, EINVAL, "entry %s is neither a file nor a directory",
@@ -655,7 +681,7 @@ static int send_out(lb_jail *j, const char *jail_path, const struct host_side *h
 	close(report[1]);
 	int rc = -1;
 	if (pid > 0) {
-		rc = host->fn ? receive_entries(pipefd[0], max_bytes, host->fn, host->ud, err)
+		rc = host->fn ? receive_entries(pipefd[0], ROOT, max_bytes, host->fn, host->ud, err)
 			      : host_receive(pipefd[0], host->host_path, max_bytes, err);
 		close(pipefd[0]);
 		pipefd[0] = -1;
@@ -679,4 +705,9 @@ int lb_collect(lb_jail *j, const char *jail_path, uint64_t max_bytes, lb_entry_f
 {
 	struct host_side host = {.fn = fn, .ud = ud};
 	return send_out(j, jail_path, &host, max_bytes, NULL, 0, err);
+}
+
+int lb_tar_entries(int in_fd, uint64_t max_bytes, lb_entry_fn fn, void *ud, lb_error *err)
+{
+	return receive_entries(in_fd, NULL, max_bytes, fn, ud, err);
 }

@@ -1,0 +1,130 @@
+-- HTTP for the engine drivers (Docker, Podman, Kubernetes): requests on one libcurl multi handle
+-- (core.http, runtime/http.c) that a loop drives. A blocking call is a small loop over the same
+-- steps an event loop would take (client:fds(), client:step(0)); streamed bodies reach on_data
+-- from Lua, never from inside C, so a callback may yield.
+--
+--   local http = require "llmbox.http"
+--   local res, err = http.request{ url = "http://localhost/_ping", unix_socket = "/run/docker.sock" }
+--   local c = http.client()
+--   local a = c:request{ url = ..., on_data = function(chunk) ... end }
+--   local b = c:request{ url = ... }
+--   local ra, rb = c:wait(a), c:wait(b)          -- both progress while either is awaited
+local core = require "llmbox.core"
+
+local setmetatable, pcall, tostring, type, pairs = setmetatable, pcall, tostring, type, pairs
+local format, sort, concat = string.format, table.sort, table.concat
+
+local _M = { _VERSION = "0.1.0" }
+
+local Client, Request = {}, {}
+Client.__index, Request.__index = Client, Request
+
+-- Headers as given: an array of "Name: value" lines, or a map (sent in name order).
+local function header_lines(h)
+    if h == nil then return nil end
+    if type(h) ~= "table" then error("headers: expected a table", 3) end
+    if #h > 0 then return h end
+    local lines = {}
+    for k, v in pairs(h) do lines[#lines + 1] = format("%s: %s", tostring(k), tostring(v)) end
+    sort(lines)
+    return lines
+end
+
+function _M.client()
+    return setmetatable({ core = core.http(), requests = {} }, Client)
+end
+
+-- opts: url (required), method, unix_socket, headers, body, ca_file, cert_file, key_file,
+-- timeout_ms, connect_timeout_ms, max_body, on_data(chunk).
+function Client:request(opts)
+    if type(opts) ~= "table" or type(opts.url) ~= "string" then
+        error("request: expected a table with a url", 2)
+    end
+    if opts.on_data ~= nil and type(opts.on_data) ~= "function" then
+        error("request: on_data must be a function", 2)
+    end
+    local spec = {}
+    for k, v in pairs(opts) do
+        if k ~= "on_data" and k ~= "headers" then spec[k] = v end
+    end
+    spec.headers = header_lines(opts.headers)
+    local raw, err, code = self.core:request(spec)
+    if not raw then return nil, err, code end
+    local r = setmetatable({ raw = raw, on_data = opts.on_data, client = self }, Request)
+    self.requests[r] = true
+    return r
+end
+
+function Client:fds() return self.core:fds() end
+
+-- Lets curl work for at most wait_ms (0: never blocks, -1: until something is due), then hands
+-- each request's new body bytes to its on_data. Returns how many requests still run.
+function Client:step(wait_ms)
+    local running = self.core:step(wait_ms or 0)
+    for r in pairs(self.requests) do r:deliver() end
+    return running
+end
+
+-- Drives the client until r is over and returns r's result (other requests progress meanwhile).
+function Client:wait(r)
+    while not r.raw:done() and not r.failed do self:step(-1) end
+    return r:result()
+end
+
+function Client:close()
+    for r in pairs(self.requests) do r:discard() end
+    self.core:close()
+end
+
+function Request:deliver()
+    if not self.on_data or self.failed then return end
+    local chunk = self.raw:take()
+    if not chunk then return end
+    local ok, err = pcall(self.on_data, chunk)
+    if not ok then
+        self.failed = "on_data callback failed: " .. tostring(err)
+        self.raw:discard()
+    end
+end
+
+function Request:done() return self.failed ~= nil or self.raw:done() end
+
+-- { status, headers = { [lower-case name] = value }, body } | nil, err, errno_name. With
+-- on_data the body holds only what the callback did not receive.
+function Request:result()
+    self.client.requests[self] = nil
+    if self.failed then return nil, self.failed, "ECANCELED" end
+    self:deliver()
+    if self.failed then return nil, self.failed, "ECANCELED" end
+    return self.raw:result()
+end
+
+function Request:discard()
+    self.client.requests[self] = nil
+    self.raw:discard()
+end
+
+-- One request, to its end: res | nil, err, errno_name.
+function _M.request(opts)
+    if type(opts) ~= "table" then error("request: expected a table", 2) end
+    local c = _M.client()
+    local r, err, code = c:request(opts)
+    if not r then
+        c:close()
+        return nil, err, code
+    end
+    local res
+    res, err, code = c:wait(r)
+    c:close()
+    return res, err, code
+end
+
+-- The status and the start of the body, for error messages about a response.
+function _M.describe(res)
+    local parts = { tostring(res.status) }
+    local body = res.body or ""
+    if #body > 0 then parts[#parts + 1] = body:sub(1, 200):gsub("%s+$", "") end
+    return concat(parts, " ")
+end
+
+return _M

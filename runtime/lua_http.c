@@ -1,0 +1,308 @@
+/* The Lua binding of http.c (part of llmbox.core): the engine drivers' HTTP, driven by the
+ * caller's loop. llmbox.http builds the blocking calls and the engine clients on top.
+ *
+ *   core.http()                        -> client (one libcurl multi handle)
+ *   client:request{ url, method, unix_socket, headers = { "Name: value", ... }, body,
+ *                   ca_file, cert_file, key_file, timeout_ms, connect_timeout_ms,
+ *                   max_body }         -> request | nil, err, errno_name
+ *   client:fds()                       -> { fd, ... }, { "r" | "w" | "rw", ... }, timeout_ms | nil
+ *   client:step([wait_ms])             -> requests still running; wait_ms: 0 (default) never
+ *                                         blocks, -1 sleeps until something is due
+ *   client:close()                     (requests still open keep it alive until they end)
+ *   request:done()                     -> true when the transfer is over (see result)
+ *   request:take()                     -> the body bytes since the last take | nil
+ *   request:result()                   -> { status, headers = { [lower-case name] = value },
+ *                                           body = what was not taken } | nil, err, errno_name
+ *   request:discard()                  (garbage collection does the same)
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <ctype.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <poll.h>
+#include <string.h>
+
+#define CLIENT_MT  "llmbox.core.http"
+#define REQUEST_MT "llmbox.core.http_request"
+
+typedef struct lclient {
+	lb_http *h;
+} lclient;
+
+typedef struct lrequest {
+	lb_http_req *r;
+} lrequest;
+
+static lclient *check_client(lua_State *L)
+{
+	lclient *c = luaL_checkudata(L, 1, CLIENT_MT);
+	if (!c->h)
+		luaL_error(L, "the HTTP client is closed");
+	return c;
+}
+
+static lrequest *check_request(lua_State *L)
+{
+	lrequest *q = luaL_checkudata(L, 1, REQUEST_MT);
+	if (!q->r)
+		luaL_error(L, "the request has ended");
+	return q;
+}
+
+static int l_http(lua_State *L)
+{
+	lclient *c = lua_newuserdata(L, sizeof *c);
+	c->h = NULL;
+	luaL_getmetatable(L, CLIENT_MT);
+	lua_setmetatable(L, -2);
+	lb_error err = {0};
+	if (!(c->h = lb_http_new(&err)))
+		return lb_lua_push_error(L, &err);
+	return 1;
+}
+
+/* Fields are read with rawget, as in lua_core.c: an __index function could hand C a fresh
+ * string that nothing keeps alive. */
+static void rawfield(lua_State *L, int t, const char *key)
+{
+	lua_pushstring(L, key);
+	lua_rawget(L, t);
+}
+
+static const char *field_string(lua_State *L, int t, const char *key, size_t *len)
+{
+	rawfield(L, t, key);
+	const char *v = NULL;
+	if (!lua_isnil(L, -1)) {
+		if (lua_type(L, -1) != LUA_TSTRING)
+			luaL_error(L, "%s: expected a string, got %s", key, luaL_typename(L, -1));
+		v = lua_tolstring(L, -1, len);
+	}
+	lua_pop(L, 1); /* the table keeps the string alive */
+	return v;
+}
+
+static long field_ms(lua_State *L, int t, const char *key)
+{
+	rawfield(L, t, key);
+	double v = lua_isnil(L, -1) ? 0 : lua_tonumber(L, -1);
+	if (!lua_isnil(L, -1) && (!lua_isnumber(L, -1) || !(v >= 0 && v <= 86400000)))
+		luaL_error(L, "%s: expected milliseconds (0 to 86400000)", key);
+	lua_pop(L, 1);
+	return (long)v;
+}
+
+/* client:request{...} */
+static int l_request(lua_State *L)
+{
+	lclient *c = check_client(L);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	lb_http_request rq = {0};
+	rq.url = field_string(L, 2, "url", NULL);
+	if (!rq.url)
+		return luaL_argerror(L, 2, "url is required");
+	rq.method = field_string(L, 2, "method", NULL);
+	rq.unix_socket = field_string(L, 2, "unix_socket", NULL);
+	rq.body = field_string(L, 2, "body", &rq.body_len);
+	rq.ca_file = field_string(L, 2, "ca_file", NULL);
+	rq.cert_file = field_string(L, 2, "cert_file", NULL);
+	rq.key_file = field_string(L, 2, "key_file", NULL);
+	rq.timeout_ms = field_ms(L, 2, "timeout_ms");
+	rq.connect_timeout_ms = field_ms(L, 2, "connect_timeout_ms");
+	rawfield(L, 2, "max_body");
+	double max = lua_isnil(L, -1) ? 0 : lua_tonumber(L, -1);
+	if (!(max >= 0 && max <= 9007199254740992.0))
+		return luaL_argerror(L, 2, "max_body: expected a byte count (0 for no limit)");
+	rq.max_body = (uint64_t)max;
+	lua_pop(L, 1);
+	rawfield(L, 2, "headers");
+	size_t n = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
+	if (!lua_isnil(L, -1) && !lua_istable(L, -1))
+		return luaL_argerror(L, 2, "headers: expected an array of \"Name: value\" strings");
+	const char **hv = lua_newuserdata(L, (n + 1) * sizeof *hv); /* freed by the GC */
+	for (size_t i = 0; i < n; i++) {
+		lua_rawgeti(L, -2, (int)i + 1);
+		size_t len;
+		hv[i] = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+		if (!hv[i] || strlen(hv[i]) != len || strpbrk(hv[i], "\r\n") || !strchr(hv[i], ':'))
+			return luaL_error(L, "headers[%d]: expected one \"Name: value\" line",
+					  (int)i + 1);
+		lua_pop(L, 1); /* the headers table keeps it alive */
+	}
+	hv[n] = NULL;
+	rq.headers = hv;
+	lrequest *q = lua_newuserdata(L, sizeof *q);
+	q->r = NULL;
+	luaL_getmetatable(L, REQUEST_MT);
+	lua_setmetatable(L, -2);
+	lb_error err = {0};
+	if (!(q->r = lb_http_begin(c->h, &rq, &err)))
+		return lb_lua_push_error(L, &err);
+	return 1;
+}
+
+static int l_client_fds(lua_State *L)
+{
+	lclient *c = check_client(L);
+	struct pollfd pf[64];
+	int timeout;
+	int n = lb_http_fds(c->h, pf, 64, &timeout);
+	lua_createtable(L, n, 0);
+	lua_createtable(L, n, 0);
+	for (int i = 0; i < n; i++) {
+		lua_pushinteger(L, pf[i].fd);
+		lua_rawseti(L, -3, i + 1);
+		bool r = pf[i].events & POLLIN, w = pf[i].events & POLLOUT;
+		lua_pushstring(L, r && w ? "rw" : w ? "w" : "r");
+		lua_rawseti(L, -2, i + 1);
+	}
+	if (timeout >= 0)
+		lua_pushinteger(L, timeout);
+	else
+		lua_pushnil(L);
+	return 3;
+}
+
+static int l_client_step(lua_State *L)
+{
+	lclient *c = check_client(L);
+	double ms = luaL_optnumber(L, 2, 0);
+	if (!(ms >= -1 && ms <= 86400000))
+		return luaL_argerror(L, 2, "expected milliseconds (-1 to 86400000)");
+	int running = lb_http_step(c->h, (int)ms);
+	if (running < 0)
+		return luaL_error(L, "polling the HTTP client's sockets: %s", strerror(errno));
+	lua_pushinteger(L, running);
+	return 1;
+}
+
+static int l_client_close(lua_State *L)
+{
+	lclient *c = luaL_checkudata(L, 1, CLIENT_MT);
+	lb_http_free(c->h);
+	c->h = NULL;
+	return 0;
+}
+
+static int l_request_done(lua_State *L)
+{
+	lrequest *q = luaL_checkudata(L, 1, REQUEST_MT);
+	lua_pushboolean(L, !q->r || lb_http_done(q->r));
+	return 1;
+}
+
+static int l_request_take(lua_State *L)
+{
+	lrequest *q = check_request(L);
+	size_t len;
+	const char *body = lb_http_body(q->r, &len);
+	if (!len) {
+		lua_pushnil(L);
+		return 1;
+	}
+	lua_pushlstring(L, body, len);
+	lb_http_consume(q->r, len);
+	return 1;
+}
+
+/* "Name: value" lines after the status line, as a table keyed by lower-case names; a repeated
+ * name keeps its values joined with ", " (RFC 9110's list form). */
+static void push_headers(lua_State *L, const char *head, size_t len)
+{
+	lua_newtable(L);
+	const char *p = head, *end = head + len;
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		if (!eol)
+			eol = end;
+		const char *colon = memchr(p, ':', (size_t)(eol - p));
+		if (colon && strncmp(p, "HTTP/", 5) != 0) {
+			luaL_Buffer name;
+			luaL_buffinit(L, &name);
+			for (const char *k = p; k < colon; k++)
+				luaL_addchar(&name, (char)tolower((unsigned char)*k));
+			luaL_pushresult(&name);
+			const char *v = colon + 1, *ve = eol;
+			while (v < ve && (*v == ' ' || *v == '\t'))
+				v++;
+			while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+				ve--;
+			lua_pushvalue(L, -1);
+			lua_rawget(L, -3);
+			if (lua_isnil(L, -1)) {
+				lua_pop(L, 1);
+				lua_pushlstring(L, v, (size_t)(ve - v));
+			} else {
+				lua_pushliteral(L, ", ");
+				lua_pushlstring(L, v, (size_t)(ve - v));
+				lua_concat(L, 3);
+			}
+			lua_rawset(L, -3);
+		}
+		p = eol + 1;
+	}
+}
+
+static int l_request_result(lua_State *L)
+{
+	lrequest *q = check_request(L);
+	size_t len;
+	const char *body = lb_http_body(q->r, &len);
+	lua_createtable(L, 0, 3);
+	lua_pushlstring(L, body, len);
+	lua_setfield(L, -2, "body");
+	lb_http_response res;
+	lb_error err = {0};
+	int rc = lb_http_end(q->r, &res, &err);
+	q->r = NULL;
+	if (rc < 0)
+		return lb_lua_push_error(L, &err);
+	lua_pushinteger(L, res.status);
+	lua_setfield(L, -2, "status");
+	push_headers(L, res.headers ? res.headers : "", res.headers_len);
+	free(res.headers);
+	lua_setfield(L, -2, "headers");
+	return 1;
+}
+
+static int l_request_discard(lua_State *L)
+{
+	lrequest *q = luaL_checkudata(L, 1, REQUEST_MT);
+	lb_http_discard(q->r);
+	q->r = NULL;
+	return 0;
+}
+
+void lb_lua_http_register(lua_State *L)
+{
+	static const luaL_Reg client_methods[] = {{"request", l_request},
+						  {"fds", l_client_fds},
+						  {"step", l_client_step},
+						  {"close", l_client_close},
+						  {NULL, NULL}};
+	static const luaL_Reg request_methods[] = {{"done", l_request_done},
+						   {"take", l_request_take},
+						   {"result", l_request_result},
+						   {"discard", l_request_discard},
+						   {NULL, NULL}};
+	if (luaL_newmetatable(L, CLIENT_MT)) {
+		lua_newtable(L);
+		luaL_register(L, NULL, client_methods);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, l_client_close);
+		lua_setfield(L, -2, "__gc");
+	}
+	lua_pop(L, 1);
+	if (luaL_newmetatable(L, REQUEST_MT)) {
+		lua_newtable(L);
+		luaL_register(L, NULL, request_methods);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, l_request_discard);
+		lua_setfield(L, -2, "__gc");
+	}
+	lua_pop(L, 1);
+	lua_pushcfunction(L, l_http);
+	lua_setfield(L, -2, "http");
+}

@@ -202,8 +202,13 @@ static int l_open(lua_State *L)
 		return 3;
 	}
 	lb_open_config cfg = {0};
-	cfg.jail.workspace_size = (uint64_t)opt_number(L, 2, "workspace", 256 << 20);
-	cfg.jail.tmp_size = (uint64_t)opt_number(L, 2, "tmp", 64 << 20);
+	/* Sizes come from the policy (its defaults live in llmbox.policy, nowhere else). */
+	double workspace = opt_number(L, 2, "workspace", 0), tmp = opt_number(L, 2, "tmp", 0);
+	if (!(workspace > 0 && tmp > 0))
+		return luaL_error(L, "workspace and tmp: sizes in bytes are required (the policy's "
+				     "limits.workspace and limits.tmp)");
+	cfg.jail.workspace_size = (uint64_t)workspace;
+	cfg.jail.tmp_size = (uint64_t)tmp;
 	cfg.jail.hostname = opt_string(L, 2, "hostname", "llmbox");
 	double uid = opt_number(L, 2, "host_uid", 65534), gid = opt_number(L, 2, "host_gid", 65534);
 	if (uid > 4294967294.0 || gid > 4294967294.0) /* (uid_t)-1 means "no change" */

@@ -20,7 +20,6 @@ local _M = { _VERSION = "0.1.0" }
 local Session = {}
 Session.__index = Session
 
-local LIMIT_KEYS = { "timeout", "cpu", "memory", "processes", "open_files", "file_size", "output", "cpus" }
 
 local function load_policy(p)
     if p == nil then p = os.getenv("LLMBOX_POLICY") or "default" end
@@ -30,6 +29,17 @@ local function load_policy(p)
 end
 
 _M.load_policy = load_policy
+
+-- Environment variables a caller hands in: names a shell could export.
+local function check_env(env, level)
+    if env == nil then return end
+    if type(env) ~= "table" then error("env must be a table of NAME = value", level + 1) end
+    for k in pairs(env) do
+        if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then
+            error(format("env: invalid variable name %q", tostring(k)), level + 1)
+        end
+    end
+end
 
 --- llmbox.session{ lang = "python", policy = "default", backend = "native", env = {} }
 --- llmbox.session{ pool = p [, env = {}] }: a lease from a pool (llmbox.pool); close() returns it
@@ -41,6 +51,7 @@ function _M.new(opts)
             error(format("session: unknown option %q (known: lang, policy, backend, env, pool)", tostring(k)), 2)
         end
     end
+    check_env(opts.env, 2)
     if opts.pool ~= nil then
         if type(opts.pool) ~= "table" or type(opts.pool.acquire) ~= "function" then
             error("session: pool must be a pool made by llmbox.pool{...}", 2)
@@ -82,61 +93,11 @@ function _M.wrap(driver, policy, recipe, handle, env)
     }, Session)
 end
 
--- The program's environment: the policy's fixed values, host variables it lets through, the
--- recipe's, then the caller's. Sorted so runs are reproducible.
-local function build_env(self, recipe, extra)
-    local env = {}
-    for k, v in pairs(self.policy.env.set) do env[k] = v end
-    for _, name in ipairs(self.policy.env.pass) do
-        local v = os.getenv(name)
-        if v then env[name] = v end
-    end
-    if recipe then for k, v in pairs(recipes.env(recipe, self.layout)) do env[k] = v end end
-    for k, v in pairs(self.env) do env[k] = v end
-    for k, v in pairs(extra or {}) do env[k] = v end
-    local list = {}
-    for k, v in pairs(env) do
-        if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then
-            error(format("env: invalid variable name %q", tostring(k)), 4)
-        end
-        list[#list + 1] = k .. "=" .. tostring(v)
-    end
-    sort(list)
-    return list
-end
-
-_M.build_env = build_env
-
--- Per-run limits: the policy's, lowered by the caller where asked. The policy is the ceiling: a
--- request above it is refused, never silently granted.
-local function build_limits(self, opts)
-    local lim = {}
-    for _, k in ipairs(LIMIT_KEYS) do lim[k] = self.policy.limits[k] end
-    if opts.max_timeout then lim.timeout = opts.max_timeout end
-    for _, k in ipairs(LIMIT_KEYS) do
-        local v = opts[k]
-        if v ~= nil then
-            if type(v) ~= "number" or not (v > 0) or v == math.huge then -- NaN fails v > 0
-                return nil, format("%s: expected a positive number, got %s", k, tostring(v))
-            end
-            -- a limit the policy leaves out (cpus) has no ceiling: a run may still ask for one
-            if lim[k] ~= nil and v > lim[k] then
-                return nil, format("%s %s exceeds the limit of policy %q (%s); use a policy that allows more",
-                    k, tostring(v), self.policy.name, tostring(lim[k]))
-            end
-            lim[k] = v
-        end
-    end
-    return lim
-end
-
 local RUN_OPTS = { -- probe is internal (set by run)
     timeout = 1, cpu = 1, memory = 1, processes = 1, open_files = 1, file_size = 1, output = 1, cpus = 1,
     stdin = 1, args = 1, env = 1, on_stdout = 1, on_stderr = 1, cwd = 1, files = 1,
     libraries = 1, keep_plots = 1, artifacts = 1, artifacts_max = 1, on_phase = 1,
 }
-
-local CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 -- Copies and artifacts reach the workspace only, as the README promises. The native backend's C
 -- side also takes the jail's /tmp, which holds llmbox's own files (the code, a run's plots): run()
@@ -161,31 +122,19 @@ local function check_opts(opts, level, workspace)
     for _, k in ipairs({ "on_stdout", "on_stderr", "on_phase" }) do
         if opts[k] ~= nil and type(opts[k]) ~= "function" then error(k .. " must be a function", level + 1) end
     end
+    check_env(opts.env, level + 1)
     return opts
 end
 
-function Session:_exec(argv, opts, recipe, files)
+-- The execute stage: one planned spec (llmbox.plan) run by the driver, with the caller's stdin
+-- and callbacks.
+function Session:_execute(spec, opts)
     if not self.handle then return nil, "session is closed" end
-    local limits, err = build_limits(self, opts)
-    if not limits then return nil, err end
-    local f = files or {}
-    for _, x in ipairs(opts.files or {}) do f[#f + 1] = x end
+    spec.stdin, spec.on_stdout, spec.on_stderr = opts.stdin, opts.on_stdout, opts.on_stderr
     self.runs = self.runs + 1
-    local res, rerr = self.handle:run({
-        argv = argv,
-        env = build_env(self, recipe, opts.env),
-        cwd = opts.cwd or self.layout.workspace,
-        stdin = opts.stdin,
-        files = f,
-        clean = opts.clean,
-        probe = opts.probe,
-        host_network = opts.host_network,
-        limits = limits,
-        on_stdout = opts.on_stdout,
-        on_stderr = opts.on_stderr,
-    })
-    if not res then return nil, rerr end
-    res.limit_value = res.limit and limits[res.limit == "file_size" and "file_size" or res.limit] or nil
+    local res, err = self.handle:run(spec)
+    if not res then return nil, err end
+    res.limit_value = res.limit and spec.limits[res.limit] or nil
     return res
 end
 
@@ -193,11 +142,11 @@ end
 -- started with this session's environment and limits and waits for its code. It serves the first
 -- run only if that run needs nothing it was not started with; otherwise it is dropped and the run
 -- starts cold.
-function Session:_take_warm(recipe, opts, caller_opts)
+function Session:_take_warm(recipe, run, opts)
     local w = self._warm
     if not w then return nil end
     self._warm = nil
-    if warm.serves(w, recipe, build_env(self, recipe, opts.env), opts.cwd, self.layout.workspace, caller_opts)
+    if warm.serves(w, recipe, run.env, opts.cwd, self.layout.workspace, opts)
         and w.pending:wait(w.wait_ms) == "ready" then
         return w
     end
@@ -212,17 +161,12 @@ function Session:prestart()
     local recipe = self.recipe
     if not (recipe and recipe.warm and self.handle and self.handle.prestart) then return false end
     if self._warm then return true end
-    local layout = self.layout
-    local env = build_env(self, recipe, recipe.plots and { LLMBOX_PLOTS_DIR = layout.plots } or nil)
-    local limits = assert(build_limits(self, {}))
-    local pending, err = self.handle:prestart({
-        argv = recipes.argv(recipe, layout.code .. "/" .. recipe.file, nil, recipe.warm.run, layout),
-        env = env, cwd = layout.workspace, limits = limits,
-        probe = recipe.plots and layout.plots or nil,
-        files = recipes.warm_files(recipe, layout),
-    })
+    local spec, err = plan.warm(self.policy, recipe, self.layout, self.env)
+    if not spec then return nil, err end
+    local pending
+    pending, err = self.handle:prestart(spec)
     if not pending then return nil, err end
-    self._warm = warm.new(pending, recipe, env)
+    self._warm = warm.new(pending, recipe, spec.env)
     return true
 end
 
@@ -267,10 +211,9 @@ function Session:handoff(env, on_close)
     return s
 end
 
-function Session:_exec_warm(w, path, code, opts)
-    local limits, err = build_limits(self, opts)
-    local request
-    if limits then request, err = warm.request(path, self.layout.workspace, opts.args or {}, code) end
+function Session:_exec_warm(w, run, code, opts)
+    local limits = run.limits
+    local request, err = warm.request(run.path, self.layout.workspace, opts.args or {}, code)
     if not request then
         w.pending:abandon()
         return nil, err
@@ -329,58 +272,49 @@ function Session:run(code, opts, admission)
         end
         if opts.on_phase then opts.on_phase("run") end
     end
-    -- internal options: the run's own (copied so the caller's table is left alone)
-    local o = setmetatable({}, { __index = opts })
-    local layout = self.layout
-    if recipe.plots then
-        local env = { LLMBOX_PLOTS_DIR = layout.plots }
-        for k, v in pairs(opts.env or {}) do env[k] = v end
-        o.env = env
-        o.probe = layout.plots -- copying plots out costs a process: only when there are some
-        if not opts.keep_plots then o.clean = { layout.plots } end
-    end
-    -- the code goes outside the workspace, so the workspace holds only the program's files
-    local path = layout.code .. "/" .. recipe.file
-    local files = recipes.files(recipe, path, code, layout)
-    local res, err
-    if recipe.compile then
+    local run, err = plan.run(self.policy, recipe, self.layout, code, opts, self.env)
+    if not run then return nil, err end
+    local res
+    if run.compile then
         -- Compiled languages: the compile step shares the run's wall clock; a failed compile is
         -- the program's failure (its errors on stderr), not the sandbox's.
         local started = now_ms()
-        res, err = self:_exec(recipes.argv(recipe, path, nil, recipe.compile, layout), o, recipe, files)
+        res, err = self:_execute({ argv = run.compile, env = run.env, cwd = run.cwd, files = run.files,
+            clean = run.clean, probe = run.probe, limits = run.limits }, opts)
         if not res then return nil, err end
         res.phase = "compile"
         if res.exit_code ~= 0 or res.limit then return res end
         local compile = { exit_code = res.exit_code, stdout = res.stdout, stderr = res.stderr,
             duration_ms = res.duration_ms }
-        local run_opts = setmetatable({}, { __index = o })
-        local timeout = opts.timeout or self.policy.limits.timeout
-        run_opts.timeout = math.max(0.001, timeout - (now_ms() - started) / 1000)
-        run_opts.files, run_opts.clean = nil, nil
-        res, err = self:_exec(recipes.argv(recipe, path, opts.args, nil, layout), run_opts, recipe, {})
+        local limits = {} -- a copy: the core reads tables raw
+        for k, v in pairs(run.limits) do limits[k] = v end
+        limits.timeout = math.max(0.001, run.limits.timeout - (now_ms() - started) / 1000)
+        res, err = self:_execute({ argv = run.argv, env = run.env, cwd = run.cwd, files = {},
+            probe = run.probe, limits = limits }, opts)
         if res then
             res.compile = compile
             res.duration_ms = res.duration_ms + compile.duration_ms
         end
     else
-        local w = self:_take_warm(recipe, o, opts)
+        local w = self:_take_warm(recipe, run, opts)
         if w then
-            res, err = self:_exec_warm(w, path, code, o)
+            res, err = self:_exec_warm(w, run, code, opts)
         else
-            res, err = self:_exec(recipes.argv(recipe, path, opts.args, nil, layout), o, recipe, files)
+            res, err = self:_execute({ argv = run.argv, env = run.env, cwd = run.cwd, files = run.files,
+                clean = run.clean, probe = run.probe, limits = run.limits }, opts)
         end
     end
     if not res then return nil, err end
     if #report.violations > 0 then res.warnings = report.violations end
-    if recipe.plots then
+    local want = run.collect
+    if want.plots then
         local plots, perr = {}, nil
-        if res.probe_found ~= false then plots, perr = self:_collect(layout.plots, self.policy.limits.tmp) end
+        if res.probe_found ~= false then plots, perr = self:_collect(want.plots.dir, want.plots.max) end
         if not plots then return nil, perr end
         res.plots = artifacts.plots(plots)
     end
-    if opts.artifacts then
-        local dir = opts.artifacts == true and layout.workspace .. "/output" or opts.artifacts
-        local files_out, ferr = self:_collect(dir, opts.artifacts_max or 10 * 1024 * 1024)
+    if want.artifacts then
+        local files_out, ferr = self:_collect(want.artifacts.dir, want.artifacts.max)
         if not files_out then return nil, ferr end
         res.files = files_out
     end
@@ -411,25 +345,13 @@ function Session:install(packages, opts)
     local recipe = self.recipe
     local ok, aerr = admit.libraries(packages, recipe, self.policy)
     if not ok then return nil, aerr end
-    local lib = self.policy.libraries
     -- a prestarted interpreter looked for the install directory before it existed (and cached
     -- that): the next run starts cold instead
     self:_drop_warm()
-    local sources = lib.sources[recipe.name] or {}
-    if recipe.name == "python" and not sources.find_links then sources.find_links = {} end
-    local argv = recipes.install_argv(recipe, packages, sources, self.layout)
-    local o = {
-        timeout = math.min(lib.timeout, opts.timeout or lib.timeout),
-        host_network = lib.network,
-        -- package managers trust the host's CA store (mounted read-only with /etc/ssl/certs),
-        -- so an operator's TLS-inspecting proxy or private registry works as on the host
-        env = { SSL_CERT_FILE = CA_BUNDLE, NODE_EXTRA_CA_CERTS = CA_BUNDLE, PIP_CERT = CA_BUNDLE,
-            REQUESTS_CA_BUNDLE = CA_BUNDLE },
-        on_stdout = opts.on_stdout, on_stderr = opts.on_stderr,
-    }
-    -- installs may take longer than a run: the policy's libraries.timeout is their ceiling
-    o.max_timeout = lib.timeout
-    local res, err = self:_exec(argv, o, recipe)
+    local spec, err = plan.install(self.policy, recipe, packages, self.layout, self.env, opts)
+    if not spec then return nil, err end
+    local res
+    res, err = self:_execute(spec, opts)
     if res then res.phase = "install" end
     return res, err
 end
@@ -449,7 +371,9 @@ function Session:exec(cmd, opts)
     else
         error("exec: expected an argv array or a shell command string", 2)
     end
-    return self:_exec(argv, opts, nil)
+    local spec, err = plan.exec(self.policy, self.layout, self.env, argv, opts)
+    if not spec then return nil, err end
+    return self:_execute(spec, opts)
 end
 
 --- s:copy_to(host_path, "/sandbox/path") and s:copy_from("/sandbox/path", host_path [, max_bytes])

@@ -57,3 +57,84 @@ describe("sandbox plan #unpriv", function()
         h:close()
     end)
 end)
+
+describe("run plan #unpriv", function()
+    local p = assert(policy.load("default"))
+    local layout = native.layout
+    local function env_map(list)
+        local m = {}
+        for _, kv in ipairs(list) do
+            local k, v = kv:match("^([^=]+)=(.*)$")
+            m[k] = v
+        end
+        return m
+    end
+
+    it("places the code outside the workspace, with the recipe's hooks, and plans plots", function()
+        local py = assert(recipes.get("python"))
+        local run = assert(plan.run(p, py, layout, "print(1)", { args = { "a" }, env = { X = "1" } }, { S = "2" }))
+        assert.equal(layout.code .. "/" .. py.file, run.path)
+        assert.same({ path = run.path, data = "print(1)", mode = 420 }, run.files[1])
+        assert.is_true(#run.files > 1, "the recipe's hook files")
+        assert.equal("a", run.argv[#run.argv])
+        assert.is_nil(run.compile)
+        assert.equal(layout.workspace, run.cwd)
+        local env = env_map(run.env)
+        assert.equal("1", env.X)
+        assert.equal("2", env.S)
+        assert.equal(layout.plots, env.LLMBOX_PLOTS_DIR)
+        assert.equal(layout.plots, run.probe)
+        assert.same({ layout.plots }, run.clean)
+        assert.same({ dir = layout.plots, max = p.limits.tmp }, run.collect.plots)
+        assert.is_nil(run.collect.artifacts)
+        -- keep_plots keeps them; artifacts default to the workspace's output/ and 10 MiB
+        run = assert(plan.run(p, py, layout, "", { keep_plots = true, artifacts = true }))
+        assert.is_nil(run.clean)
+        assert.same({ dir = layout.workspace .. "/output", max = 10 * 1024 * 1024 }, run.collect.artifacts)
+    end)
+
+    it("plans a compile step for compiled languages, and no plots for recipes that draw none", function()
+        local cpp = assert(recipes.get("cpp"))
+        local run = assert(plan.run(p, cpp, layout, "int main(){}", {}))
+        assert.is_table(run.compile)
+        assert.is_nil(run.probe)
+        assert.is_nil(run.collect.plots)
+        assert.is_nil(env_map(run.env).LLMBOX_PLOTS_DIR)
+    end)
+
+    it("lowers the policy's limits where asked and refuses to raise them", function()
+        local run = assert(plan.run(p, assert(recipes.get("python")), layout, "", { timeout = 1 }))
+        assert.equal(1, run.limits.timeout)
+        assert.equal(p.limits.memory, run.limits.memory)
+        local none, err = plan.run(p, assert(recipes.get("python")), layout, "", { timeout = p.limits.timeout + 1 })
+        assert.is_nil(none)
+        assert.matches("exceeds the limit of policy \"default\"", err, 1, true)
+        assert.is_nil((plan.limits(p, { memory = 0 / 0 })))
+    end)
+
+    it("plans installs with the package manager, the CA bundle and the install's own time limit", function()
+        local base = assert(policy.load("permissive"))
+        local lp = setmetatable({ libraries = { allow = true, network = false, timeout = 50,
+            sources = {} } }, { __index = base })
+        local spec = assert(plan.install(lp, assert(recipes.get("python")), { "six" }, layout, nil, { timeout = 20 }))
+        assert.equal("six", spec.argv[#spec.argv])
+        assert.is_nil(table.concat(spec.argv, " "):find("--find-links", 1, true))
+        assert.equal(20, spec.limits.timeout)
+        assert.is_false(spec.host_network)
+        assert.equal("/etc/ssl/certs/ca-certificates.crt", env_map(spec.env).SSL_CERT_FILE)
+        -- the install's ceiling is libraries.timeout, not the run's
+        assert.equal(50, assert(plan.install(lp, assert(recipes.get("python")), { "six" }, layout, nil, {})).limits.timeout)
+    end)
+
+    it("plans a command with no recipe, and the warm program of a recipe that has one", function()
+        local spec = assert(plan.exec(p, layout, nil, { "/bin/true" }, { cwd = "/tmp" }))
+        assert.same({ "/bin/true" }, spec.argv)
+        assert.equal("/tmp", spec.cwd)
+        assert.is_nil(env_map(spec.env).LLMBOX_PLOTS_DIR)
+        local py = assert(recipes.get("python"))
+        local w = assert(plan.warm(p, py, layout, nil))
+        -- the warm program gets what a cold run with no options gets
+        assert.same(assert(plan.run(p, py, layout, "", {})).env, w.env)
+        assert.is_nil(plan.warm(p, assert(recipes.get("cpp")), layout, nil))
+    end)
+end)

@@ -42,7 +42,7 @@ return {
         local argv = { "/usr/bin/python3", "-m", "pip", "install", "--target", "{workspace}/.llmbox/python",
             "--no-input", "--disable-pip-version-check", "--no-cache-dir", "--no-warn-script-location",
             "--progress-bar", "off", "--break-system-packages" }
-        if #sources.find_links > 0 then
+        if #(sources.find_links or {}) > 0 then
             argv[#argv + 1] = "--no-index"
             for _, d in ipairs(sources.find_links) do
                 argv[#argv + 1] = "--find-links"

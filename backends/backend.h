@@ -70,6 +70,16 @@ typedef struct lb_backend {
 	void (*run_abort)(void *run, const char *why);
 	int (*run_end)(void *run, lb_result *res, lb_error *err);
 	void (*run_discard)(void *run);
+	/* Opening and emptying a session without blocking (see lb_jail_task in llmbox.h):
+	 * open_start and reset_start return a task driven by task_fds / task_step (1: over) and
+	 * ended by task_end (an open's session in *session) or task_discard, which never waits.
+	 * The task is the caller's; a reset's does not borrow the session. */
+	int (*open_start)(const lb_open_config *cfg, void **task, lb_error *err);
+	int (*reset_start)(void *session, void **task, lb_error *err);
+	int (*task_fds)(void *task, struct pollfd *pf, int max, int *timeout_ms);
+	int (*task_step)(void *task, int wait_ms);
+	int (*task_end)(void *task, void **session, lb_error *err);
+	void (*task_discard)(void *task);
 } lb_backend;
 
 extern const lb_backend lb_backend_native;

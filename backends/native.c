@@ -3,6 +3,7 @@
 #include "backend.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -21,21 +22,96 @@ static void native_close(void *s)
 	free(n);
 }
 
-static void *native_open(const lb_open_config *cfg, lb_error *err)
+/* A jail being opened (with the session it will become) or emptied. */
+typedef struct native_task {
+	lb_jail_task *task;
+	native_session *opening; /* NULL for an emptying */
+} native_task;
+
+static int native_open_start(const lb_open_config *cfg, void **out, lb_error *err)
 {
+	native_task *t = calloc(1, sizeof *t);
 	native_session *n = calloc(1, sizeof *n);
-	if (!n) {
-		err->code = 12;
+	if (!t || !n) {
+		free(t);
+		free(n);
+		err->code = ENOMEM;
 		snprintf(err->msg, sizeof err->msg, "out of memory");
-		return NULL;
+		return -1;
 	}
+	t->opening = n;
 	/* Compile the filter first: a policy error is reported before any namespace is made. */
 	if (!(n->filter = lb_filter_build(&cfg->syscalls, err)) ||
-	    !(n->jail = lb_jail_open(&cfg->jail, err))) {
+	    !(t->task = lb_jail_open_begin(&cfg->jail, err))) {
 		native_close(n);
-		return NULL;
+		free(t);
+		return -1;
 	}
-	return n;
+	*out = t;
+	return 0;
+}
+
+static int native_reset_start(void *s, void **out, lb_error *err)
+{
+	native_task *t = calloc(1, sizeof *t);
+	if (!t) {
+		err->code = ENOMEM;
+		snprintf(err->msg, sizeof err->msg, "out of memory");
+		return -1;
+	}
+	if (!(t->task = lb_jail_reset_begin(((native_session *)s)->jail, err))) {
+		free(t);
+		return -1;
+	}
+	*out = t;
+	return 0;
+}
+
+static int native_task_fds(void *t, struct pollfd *pf, int max, int *timeout_ms)
+{
+	int fd = lb_jail_task_fd(((native_task *)t)->task);
+	/* No fd: the next step is due now. */
+	*timeout_ms = fd < 0 ? 0 : -1;
+	if (fd < 0 || max < 1)
+		return 0;
+	pf[0] = (struct pollfd){.fd = fd, .events = POLLIN};
+	return 1;
+}
+
+static int native_task_step(void *t, int wait_ms)
+{
+	return lb_jail_task_step(((native_task *)t)->task, wait_ms);
+}
+
+static int native_task_end(void *tp, void **session, lb_error *err)
+{
+	native_task *t = tp;
+	native_session *n = t->opening;
+	int rc = lb_jail_task_end(t->task, n ? &n->jail : NULL, err);
+	free(t);
+	if (n && (rc < 0 || !session))
+		native_close(n);
+	else if (n)
+		*session = n;
+	return rc;
+}
+
+static void native_task_discard(void *tp)
+{
+	native_task *t = tp;
+	if (!t)
+		return;
+	lb_jail_task_discard(t->task);
+	native_close(t->opening);
+	free(t);
+}
+
+static void *native_open(const lb_open_config *cfg, lb_error *err)
+{
+	void *t, *session = NULL;
+	if (native_open_start(cfg, &t, err) < 0 || native_task_end(t, &session, err) < 0)
+		return NULL;
+	return session;
 }
 
 static int native_run(void *s, const lb_run_spec *spec, lb_result *res, lb_error *err)
@@ -115,7 +191,8 @@ static int native_pending_start(void *p, const lb_run_io *io, void **run, lb_err
 
 static int native_reset(void *s, lb_error *err)
 {
-	return lb_jail_reset(((native_session *)s)->jail, err);
+	void *t;
+	return native_reset_start(s, &t, err) < 0 ? -1 : native_task_end(t, NULL, err);
 }
 
 const lb_backend lb_backend_native = {
@@ -140,6 +217,12 @@ const lb_backend lb_backend_native = {
 	.run_abort = lb_active_op_abort,
 	.run_end = lb_active_op_end,
 	.run_discard = lb_active_op_discard,
+	.open_start = native_open_start,
+	.reset_start = native_reset_start,
+	.task_fds = native_task_fds,
+	.task_step = native_task_step,
+	.task_end = native_task_end,
+	.task_discard = native_task_discard,
 };
 
 const lb_backend *const lb_backends[] = {&lb_backend_native, NULL};

@@ -354,6 +354,17 @@ static bool bury(lb_pending *p)
 	return room;
 }
 
+void lb_bury_pid(pid_t pid)
+{
+	pthread_mutex_lock(&graves_lock);
+	bool room = n_graves < MAX_GRAVES;
+	if (room)
+		graves[n_graves++] = (struct grave){.c1 = pid};
+	pthread_mutex_unlock(&graves_lock);
+	while (!room && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
 void lb_run_collect(lb_pending *p, bool defer)
 {
 	lb_run_stop(p);

@@ -77,6 +77,11 @@ int lb_caps_drop_all(lb_error *err);
 
 /* Closes every fd >= 3 except those listed. */
 void lb_close_fds_except(const int *keep, size_t n);
+/* Closes *fd if open and marks it closed (-1). */
+void lb_close_fd(int *fd);
+/* A child that is dying or about to (it was killed or told to go) is collected later by
+ * lb_reap instead of waited for; waited for at once when too many are pending (chain.c). */
+void lb_bury_pid(pid_t pid);
 
 /* write() that cannot raise SIGPIPE in the caller (EPIPE is returned instead). */
 ssize_t lb_write_nosigpipe(int fd, const void *buf, size_t len);

@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -328,7 +329,194 @@ static int open_ns(pid_t pid, const char *name, bool optional, lb_error *err)
 	return fd;
 }
 
-lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err)
+/* Work a child of the caller does for a jail (opening it, emptying it), as steps an event loop
+ * can drive: the caller watches one fd and reads each record only once it is there, so no step
+ * waits for the child. Opening: the report pipe until the root is built, then a pidfd of K0
+ * until it has exited; emptying: the helper's pidfd, then its report. */
+enum task_state { TASK_WAIT_NS, TASK_WAIT_ROOT, TASK_WAIT_EXIT, TASK_OVER };
+
+struct lb_jail_task {
+	enum task_state state;
+	lb_jail *j;   /* open: the jail being made (the task's until lb_jail_task_end) */
+	bool opening; /* false: emptying j, which the caller owns */
+	pid_t child;  /* K0, or the emptying helper; -1 once reaped */
+	int report;   /* our end of the child's report pipe */
+	int sync;     /* open: our end of the sync pipe (EOF lets the setup children go) */
+	int pidfd;    /* the child's, while waiting for its exit; -1 otherwise */
+	bool failed;
+	lb_error err;
+};
+
+static lb_jail_task *task_new(lb_jail *j, bool opening, lb_error *err)
+{
+	lb_jail_task *t = calloc(1, sizeof *t);
+	if (!t) {
+		lb_fail(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	*t = (lb_jail_task){
+		.j = j, .opening = opening, .child = -1, .report = -1, .sync = -1, .pidfd = -1};
+	return t;
+}
+
+static void task_fail(lb_jail_task *t, const lb_error *e)
+{
+	if (!t->failed) {
+		t->failed = true;
+		t->err = *e;
+	}
+}
+
+/* Lets the child go and waits (by steps) for its exit. */
+static void task_await_exit(lb_jail_task *t)
+{
+	lb_close_fd(&t->sync);
+	if (t->child > 0 && t->pidfd < 0)
+		t->pidfd = (int)syscall(SYS_pidfd_open, t->child, 0);
+	t->state = TASK_WAIT_EXIT;
+}
+
+static void task_reaped(lb_jail_task *t, int status)
+{
+	t->child = -1;
+	lb_close_fd(&t->pidfd);
+	if (!t->opening && !t->failed) {
+		/* The helper's report: a failure record, or nothing when it emptied everything. */
+		lb_error rec;
+		if (lb_read_report(t->report, &rec))
+			task_fail(t, &rec);
+		else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			lb_error e;
+			lb_fail(&e, EIO, "resetting the jail: the helper died");
+			task_fail(t, &e);
+		}
+	}
+	lb_close_fd(&t->report);
+	t->state = TASK_OVER;
+}
+
+/* Open: the record K0 or K1 sent ('u' namespaces made, 'r' root built, or a failure). */
+static void open_record(lb_jail_task *t)
+{
+	lb_error rec, e;
+	if (!lb_read_report(t->report, &rec)) {
+		lb_fail(&e, EIO, "jail setup child died without a report");
+		task_fail(t, &e);
+		task_await_exit(t);
+		return;
+	}
+	char want = t->state == TASK_WAIT_NS ? 'u' : 'r';
+	if (rec.code != LB_PROGRESS || rec.msg[0] != want) {
+		task_fail(t, &rec);
+		task_await_exit(t);
+		return;
+	}
+	lb_jail *j = t->j;
+	if (want == 'u') {
+		if (write_maps(t->child, j->host_uid, j->host_gid, &e) < 0) {
+			task_fail(t, &e);
+			task_await_exit(t);
+			return;
+		}
+		(void)lb_write_all(t->sync, "m", 1);
+		t->state = TASK_WAIT_ROOT;
+		return;
+	}
+	if ((j->userns = open_ns(t->child, "user", false, &e)) < 0 ||
+	    (j->mntns = open_ns(t->child, "mnt", false, &e)) < 0 ||
+	    (j->netns = open_ns(t->child, "net", false, &e)) < 0 ||
+	    (j->utsns = open_ns(t->child, "uts", false, &e)) < 0)
+		task_fail(t, &e);
+	else
+		j->cgroupns = open_ns(t->child, "cgroup", true, NULL);
+	/* No kill: K1 would outlive K0 as an orphan for someone else to reap. EOF on the sync pipe
+	 * ends whichever of them waits on it (K0 for the maps, K1 once the root is built), and K0
+	 * reaps K1; a child that failed has exited already. */
+	task_await_exit(t);
+}
+
+int lb_jail_task_fd(const lb_jail_task *t)
+{
+	switch (t->state) {
+	case TASK_WAIT_NS:
+	case TASK_WAIT_ROOT:
+		return t->report;
+	case TASK_WAIT_EXIT:
+		return t->pidfd;
+	default:
+		return -1;
+	}
+}
+
+int lb_jail_task_step(lb_jail_task *t, int wait_ms)
+{
+	if (t->state == TASK_OVER)
+		return 1;
+	int fd = lb_jail_task_fd(t);
+	if (fd >= 0) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		int r;
+		while ((r = poll(&pf, 1, wait_ms)) < 0 && errno == EINTR)
+			;
+		if (r <= 0)
+			return 0;
+	}
+	if (t->state != TASK_WAIT_EXIT) {
+		open_record(t);
+		return 0;
+	}
+	/* Without a pidfd (pidfd_open failed) this waits for an exit that is at hand. */
+	int st = 0;
+	pid_t r;
+	while ((r = waitpid(t->child, &st, fd >= 0 ? WNOHANG : 0)) < 0 && errno == EINTR)
+		;
+	if (r == 0)
+		return 0;
+	task_reaped(t, st);
+	return 1;
+}
+
+int lb_jail_task_end(lb_jail_task *t, lb_jail **jail, lb_error *err)
+{
+	while (!lb_jail_task_step(t, -1))
+		;
+	int rc = 0;
+	if (t->failed) {
+		if (err)
+			*err = t->err;
+		rc = -1;
+	}
+	if (t->opening) {
+		if (rc == 0 && jail)
+			*jail = t->j;
+		else
+			lb_jail_close(t->j);
+	}
+	free(t);
+	return rc;
+}
+
+void lb_jail_task_discard(lb_jail_task *t)
+{
+	if (!t)
+		return;
+	lb_close_fd(&t->sync);
+	lb_close_fd(&t->report);
+	lb_close_fd(&t->pidfd);
+	if (t->child > 0) {
+		/* The helper of an emptying is told nothing: it is killed. The setup children of an
+		 * opening end on EOF of the sync pipe (and K1 by K0's death). Either way they are
+		 * collected later (lb_reap), never waited for here. */
+		if (!t->opening)
+			kill(t->child, SIGKILL);
+		lb_bury_pid(t->child);
+	}
+	if (t->opening)
+		lb_jail_close(t->j);
+	free(t);
+}
+
+lb_jail_task *lb_jail_open_begin(const lb_jail_config *cfg, lb_error *err)
 {
 	int report[2] = {-1, -1}, sync[2] = {-1, -1};
 	lb_jail *j = calloc(1, sizeof *j);
@@ -340,12 +528,15 @@ lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err)
 	bool root = geteuid() == 0;
 	j->host_uid = root ? cfg->host_uid : geteuid();
 	j->host_gid = root ? cfg->host_gid : getegid();
+	lb_jail_task *t = NULL;
 	if (root && j->host_uid == 0) {
 		lb_fail(err, EINVAL,
 			"refusing to map the sandbox user to host root (host_uid = 0)");
 		goto fail;
 	}
 	if (lb_fd_check(LB_FDS_SESSION, "open another sandbox session", err) < 0)
+		goto fail;
+	if (!(t = task_new(j, true, err)))
 		goto fail;
 	if (pipe2(report, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0) {
 		lb_fail_sys(err, errno, "pipe2");
@@ -400,51 +591,14 @@ lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err)
 		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
 	}
 	close(report[1]);
-	report[1] = -1;
 	close(sync[0]);
-	sync[0] = -1;
-
 	/* The report pipe carries lb_error records: progress ("u": namespaces made, "r": root
 	 * built) with code LB_PROGRESS, or one failure, after which the child exits. */
-	lb_error rec;
-	if (!lb_read_report(report[0], &rec)) {
-		lb_fail(err, EIO, "jail setup child died without a report");
-		goto reap;
-	}
-	if (rec.code != LB_PROGRESS || rec.msg[0] != 'u')
-		goto child_failed;
-	if (write_maps(k0, j->host_uid, j->host_gid, err) < 0)
-		goto reap;
-	(void)lb_write_all(sync[1], "m", 1);
-	if (!lb_read_report(report[0], &rec)) {
-		lb_fail(err, EIO, "jail setup child died without a report");
-		goto reap;
-	}
-	if (rec.code != LB_PROGRESS || rec.msg[0] != 'r')
-		goto child_failed;
-	if ((j->userns = open_ns(k0, "user", false, err)) < 0 ||
-	    (j->mntns = open_ns(k0, "mnt", false, err)) < 0 ||
-	    (j->netns = open_ns(k0, "net", false, err)) < 0 ||
-	    (j->utsns = open_ns(k0, "uts", false, err)) < 0)
-		goto reap;
-	j->cgroupns = open_ns(k0, "cgroup", true, NULL);
-	close(sync[1]);
-	close(report[0]);
-	while (waitpid(k0, NULL, 0) < 0 && errno == EINTR)
-		;
-	return j;
-child_failed:
-	if (err)
-		*err = rec;
-reap:
-	/* No kill: K1 would outlive K0 as an orphan for someone else to reap. EOF on the sync pipe
-	 * ends whichever of them waits on it (K0 for the maps, K1 once the root is built), and K0
-	 * reaps K1; a child that failed has exited already. */
-	if (sync[1] >= 0)
-		close(sync[1]);
-	sync[1] = -1;
-	while (waitpid(k0, NULL, 0) < 0 && errno == EINTR)
-		;
+	t->child = k0;
+	t->report = report[0];
+	t->sync = sync[1];
+	t->state = TASK_WAIT_NS;
+	return t;
 fail:
 	for (int i = 0; i < 2; i++) {
 		if (report[i] >= 0)
@@ -452,8 +606,18 @@ fail:
 		if (sync[i] >= 0)
 			close(sync[i]);
 	}
+	free(t);
 	lb_jail_close(j);
 	return NULL;
+}
+
+lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err)
+{
+	lb_jail_task *t = lb_jail_open_begin(cfg, err);
+	lb_jail *j = NULL;
+	if (t && lb_jail_task_end(t, &j, err) < 0)
+		return NULL;
+	return j;
 }
 
 void lb_jail_close(lb_jail *j)
@@ -525,16 +689,26 @@ static int empty_dir(const char *path)
 	return 0;
 }
 
-int lb_jail_reset(lb_jail *j, lb_error *err)
+lb_jail_task *lb_jail_reset_begin(lb_jail *j, lb_error *err)
 {
 	int report[2];
-	if (pipe2(report, O_CLOEXEC) < 0)
-		return lb_fail_sys(err, errno, "pipe2");
+	/* Only the helper uses the jail (its own copies of the namespace fds): the task does not
+	 * borrow it, so the jail may be closed while the task runs. */
+	lb_jail_task *t = task_new(NULL, false, err);
+	if (!t)
+		return NULL;
+	if (pipe2(report, O_CLOEXEC) < 0) {
+		lb_fail_sys(err, errno, "pipe2");
+		free(t);
+		return NULL;
+	}
 	pid_t pid = fork();
 	if (pid < 0) {
 		close(report[0]);
 		close(report[1]);
-		return lb_fail_sys(err, errno, "fork");
+		lb_fail_sys(err, errno, "fork");
+		free(t);
+		return NULL;
 	}
 	if (pid == 0) {
 		close(report[0]);
@@ -551,18 +725,14 @@ int lb_jail_reset(lb_jail *j, lb_error *err)
 		_exit(0);
 	}
 	close(report[1]);
-	lb_error rec;
-	bool failed = lb_read_report(report[0], &rec);
-	close(report[0]);
-	int st;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (failed) {
-		if (err)
-			*err = rec;
-		return -1;
-	}
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return lb_fail(err, EIO, "resetting the jail: the helper died");
-	return 0;
+	t->child = pid;
+	t->report = report[0];
+	task_await_exit(t);
+	return t;
+}
+
+int lb_jail_reset(lb_jail *j, lb_error *err)
+{
+	lb_jail_task *t = lb_jail_reset_begin(j, err);
+	return t ? lb_jail_task_end(t, NULL, err) : -1;
 }

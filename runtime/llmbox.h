@@ -89,6 +89,22 @@ void lb_jail_close(lb_jail *j);
  * namespaces, and its whole process tree died with it. */
 int lb_jail_reset(lb_jail *j, lb_error *err);
 
+/* Opening and emptying a jail without blocking, for event loops: the work is a child's, and the
+ * caller watches one fd (lb_jail_task_fd; -1 when the next step needs no waiting), steps when it
+ * is readable (lb_jail_task_step: 1 when the work is over; wait_ms 0 never blocks, -1 waits),
+ * and ends the task (lb_jail_task_end: the opened jail in *jail, or -1 with err; it finishes
+ * the work first if it is not over). lb_jail_task_discard never waits: an unfinished opening is
+ * abandoned (its setup children go on EOF and lb_reap collects them), an emptying's helper is
+ * killed. lb_jail_open and lb_jail_reset are these steps in a loop. An emptying does not
+ * borrow j past lb_jail_reset_begin. */
+typedef struct lb_jail_task lb_jail_task;
+lb_jail_task *lb_jail_open_begin(const lb_jail_config *cfg, lb_error *err);
+lb_jail_task *lb_jail_reset_begin(lb_jail *j, lb_error *err);
+int lb_jail_task_fd(const lb_jail_task *t);
+int lb_jail_task_step(lb_jail_task *t, int wait_ms);
+int lb_jail_task_end(lb_jail_task *t, lb_jail **jail, lb_error *err);
+void lb_jail_task_discard(lb_jail_task *t);
+
 /* ---- runs (chain.c: the process chain, supervise.c: lb_run_finish, verdict.c) ---- */
 
 typedef struct lb_limits {

@@ -12,6 +12,14 @@
  *   session:close()
  *   session:prestart(spec)             -> pending | nil, err  (pools: the program waits on fd 3)
  *   session:reset()                    -> true | nil, err     (pools: empty the writable trees)
+ * Opening and emptying without blocking (the work is a child's; an event loop watches its fd):
+ *   core.open_start(backend, cfg)      -> task | nil, err   (task:result() -> session)
+ *   session:reset_start()              -> task | nil, err   (task:result() -> true)
+ *   task:fds()                         -> { fd }, { "r" }, timeout_ms | nil (as run:fds)
+ *   task:step([wait_ms])               -> over (true | false)
+ *   task:result()                      -> as above, or nil, err, errno_name (finishes the work
+ *                                         first if it is not over; garbage collection of an
+ *                                         unfinished task abandons it without waiting)
  *   pending:wait([ms])                 -> "ready" | "starting" | "dead"
  *   pending:finish{ request, stdin, timeout, output, on_stdout, on_stderr } -> result | nil, err
  *   pending:abandon()                  (garbage collection discards it without waiting)
@@ -58,6 +66,7 @@
 #define SESSION_MT "llmbox.core.session"
 #define PENDING_MT "llmbox.core.pending"
 #define RUN_MT	   "llmbox.core.run"
+#define TASK_MT	   "llmbox.core.task"
 
 typedef struct lsession {
 	const lb_backend *backend;
@@ -179,8 +188,8 @@ static void read_limits(lua_State *L, int t, lb_limits *lim)
 	lua_pop(L, 1);
 }
 
-/* core.open(backend, cfg) */
-static int l_open(lua_State *L)
+/* The driver named at index 1, or NULL with nil, err, "ENOENT" pushed. */
+static const lb_backend *check_backend(lua_State *L)
 {
 	const char *name = luaL_checkstring(L, 1);
 	luaL_checktype(L, 2, LUA_TTABLE);
@@ -199,20 +208,26 @@ static int l_open(lua_State *L)
 		lua_pushfstring(L, "backend \"%s\" is not available in this build (have: %s)", name,
 				lua_tostring(L, -2));
 		lua_pushstring(L, "ENOENT");
-		return 3;
+		return NULL;
 	}
+	return b;
+}
+
+/* The open config at index 2; what it points to lives on the Lua stack. */
+static void read_open_config(lua_State *L, lb_open_config *out)
+{
 	lb_open_config cfg = {0};
 	/* Sizes come from the policy (its defaults live in llmbox.policy, nowhere else). */
 	double workspace = opt_number(L, 2, "workspace", 0), tmp = opt_number(L, 2, "tmp", 0);
 	if (!(workspace > 0 && tmp > 0))
-		return luaL_error(L, "workspace and tmp: sizes in bytes are required (the policy's "
-				     "limits.workspace and limits.tmp)");
+		luaL_error(L, "workspace and tmp: sizes in bytes are required (the policy's "
+			      "limits.workspace and limits.tmp)");
 	cfg.jail.workspace_size = (uint64_t)workspace;
 	cfg.jail.tmp_size = (uint64_t)tmp;
 	cfg.jail.hostname = opt_string(L, 2, "hostname", "llmbox");
 	double uid = opt_number(L, 2, "host_uid", 65534), gid = opt_number(L, 2, "host_gid", 65534);
 	if (uid > 4294967294.0 || gid > 4294967294.0) /* (uid_t)-1 means "no change" */
-		return luaL_error(L, "host_uid/host_gid: expected an id below 4294967295");
+		luaL_error(L, "host_uid/host_gid: expected an id below 4294967295");
 	cfg.jail.host_uid = (uid_t)uid;
 	cfg.jail.host_gid = (gid_t)gid;
 
@@ -254,17 +269,34 @@ static int l_open(lua_State *L)
 		ioctls = lua_newuserdata(L, (n_ioctl ? n_ioctl : 1) * sizeof *ioctls);
 		for (size_t i = 0; i < n_ioctl; i++)
 			if (!(ioctls[i] = lb_ioctl_number(names[i])))
-				return luaL_error(L, "syscalls.deny_ioctls: unknown ioctl \"%s\"",
-						  names[i]);
+				luaL_error(L, "syscalls.deny_ioctls: unknown ioctl \"%s\"",
+					   names[i]);
 	}
 	sp->deny_ioctls = ioctls;
 	sp->n_deny_ioctls = n_ioctl;
+	*out = cfg;
+}
 
+/* A new session userdata for b, its handle still NULL. */
+static lsession *new_session(lua_State *L, const lb_backend *b)
+{
 	lsession *s = lua_newuserdata(L, sizeof *s);
 	s->backend = b;
 	s->handle = NULL;
 	luaL_getmetatable(L, SESSION_MT);
 	lua_setmetatable(L, -2);
+	return s;
+}
+
+/* core.open(backend, cfg) */
+static int l_open(lua_State *L)
+{
+	const lb_backend *b = check_backend(L);
+	if (!b)
+		return 3;
+	lb_open_config cfg;
+	read_open_config(L, &cfg);
+	lsession *s = new_session(L, b);
 	lb_error err = {0};
 	s->handle = b->open(&cfg, &err);
 	if (!s->handle)
@@ -638,12 +670,9 @@ static int l_pending_start(lua_State *L)
 	return 1;
 }
 
-static int l_run_fds(lua_State *L)
+/* { fd, ... }, { "r" | "w", ... }, timeout_ms | nil */
+static int push_fds(lua_State *L, const struct pollfd *pf, int n, int timeout)
 {
-	lrun *r = check_run(L);
-	struct pollfd pf[16];
-	int timeout;
-	int n = r->backend->run_fds(r->run, pf, 16, &timeout);
 	lua_createtable(L, n, 0);
 	lua_createtable(L, n, 0);
 	for (int i = 0; i < n; i++) {
@@ -657,6 +686,15 @@ static int l_run_fds(lua_State *L)
 	else
 		lua_pushnil(L);
 	return 3;
+}
+
+static int l_run_fds(lua_State *L)
+{
+	lrun *r = check_run(L);
+	struct pollfd pf[16];
+	int timeout;
+	int n = r->backend->run_fds(r->run, pf, 16, &timeout);
+	return push_fds(L, pf, n, timeout);
 }
 
 static int l_run_step(lua_State *L)
@@ -851,6 +889,108 @@ static int l_collect(lua_State *L)
 	return 1;
 }
 
+/* ---- opening and emptying without blocking (tasks) ---- */
+
+typedef struct ltask {
+	const lb_backend *backend;
+	void *task;   /* NULL once ended */
+	bool opening; /* its result is a session */
+} ltask;
+
+static ltask *new_task(lua_State *L, const lb_backend *b, bool opening)
+{
+	ltask *t = lua_newuserdata(L, sizeof *t);
+	*t = (ltask){.backend = b, .opening = opening};
+	luaL_getmetatable(L, TASK_MT);
+	lua_setmetatable(L, -2);
+	return t;
+}
+
+static ltask *check_task(lua_State *L)
+{
+	ltask *t = luaL_checkudata(L, 1, TASK_MT);
+	if (!t->task)
+		luaL_error(L, "the task has ended");
+	return t;
+}
+
+/* core.open_start(backend, cfg) -> task | nil, err, errno_name */
+static int l_open_start(lua_State *L)
+{
+	const lb_backend *b = check_backend(L);
+	if (!b)
+		return 3;
+	if (!b->open_start)
+		return push_unsupported(L, b, "open a session without blocking");
+	lb_open_config cfg;
+	read_open_config(L, &cfg);
+	ltask *t = new_task(L, b, true);
+	lb_error err = {0};
+	if (b->open_start(&cfg, &t->task, &err) < 0)
+		return lb_lua_push_error(L, &err);
+	return 1;
+}
+
+/* session:reset_start() -> task | nil, err, errno_name */
+static int l_reset_start(lua_State *L)
+{
+	lsession *s = check_session(L);
+	if (!s->backend->reset_start)
+		return push_unsupported(L, s->backend, "reset a session without blocking");
+	ltask *t = new_task(L, s->backend, false);
+	lb_error err = {0};
+	if (s->backend->reset_start(s->handle, &t->task, &err) < 0)
+		return lb_lua_push_error(L, &err);
+	return 1;
+}
+
+static int l_task_fds(lua_State *L)
+{
+	ltask *t = check_task(L);
+	struct pollfd pf[4];
+	int timeout;
+	int n = t->backend->task_fds(t->task, pf, 4, &timeout);
+	return push_fds(L, pf, n, timeout);
+}
+
+static int l_task_step(lua_State *L)
+{
+	ltask *t = check_task(L);
+	double ms = luaL_optnumber(L, 2, 0);
+	if (!(ms >= -1 && ms <= 86400000))
+		return luaL_argerror(L, 2, "expected milliseconds (-1 to 86400000)");
+	lua_pushboolean(L, t->backend->task_step(t->task, (int)ms) == 1);
+	return 1;
+}
+
+/* task:result() -> session (an open) | true (a reset) | nil, err, errno_name; finishes the
+ * work first if it is not over. */
+static int l_task_result(lua_State *L)
+{
+	ltask *t = check_task(L);
+	void *task = t->task;
+	t->task = NULL;
+	lsession *s = t->opening ? new_session(L, t->backend) : NULL;
+	void *handle = NULL;
+	lb_error err = {0};
+	if (t->backend->task_end(task, &handle, &err) < 0)
+		return lb_lua_push_error(L, &err);
+	if (s)
+		s->handle = handle;
+	else
+		lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int l_task_gc(lua_State *L)
+{
+	ltask *t = luaL_checkudata(L, 1, TASK_MT);
+	if (t->task)
+		t->backend->task_discard(t->task);
+	t->task = NULL;
+	return 0;
+}
+
 /* core.tar_entries(archive [, max]) -> { {name, size, data}, ... } | nil, err, errno_name:
  * an archive someone else made (an engine's GET .../archive), read by lb_tar_entries. */
 static int l_tar_entries(lua_State *L)
@@ -1031,17 +1171,24 @@ static int l_listdir(lua_State *L)
 
 int luaopen_llmbox_core(lua_State *L)
 {
-	static const luaL_Reg session_methods[] = {
-		{"run", l_run},	    {"copy_in", l_copy_in}, {"copy_out", l_copy_out},
-		{"close", l_close}, {"closed", l_closed},   {"prestart", l_prestart},
-		{"reset", l_reset}, {"start", l_start},	    {"collect", l_collect},
-		{NULL, NULL}};
+	static const luaL_Reg session_methods[] = {{"run", l_run},
+						   {"copy_in", l_copy_in},
+						   {"copy_out", l_copy_out},
+						   {"close", l_close},
+						   {"closed", l_closed},
+						   {"prestart", l_prestart},
+						   {"reset", l_reset},
+						   {"start", l_start},
+						   {"collect", l_collect},
+						   {"reset_start", l_reset_start},
+						   {NULL, NULL}};
 	static const luaL_Reg pending_methods[] = {{"wait", l_pending_wait},
 						   {"finish", l_pending_finish},
 						   {"abandon", l_pending_abandon},
 						   {"start", l_pending_start},
 						   {NULL, NULL}};
 	static const luaL_Reg funcs[] = {{"open", l_open},
+					 {"open_start", l_open_start},
 					 {"backends", l_backends},
 					 {"probe", l_probe},
 					 {"syscall_number", l_syscall_number},
@@ -1076,6 +1223,18 @@ int luaopen_llmbox_core(lua_State *L)
 		luaL_register(L, NULL, run_methods);
 		lua_setfield(L, -2, "__index");
 		lua_pushcfunction(L, l_run_gc);
+		lua_setfield(L, -2, "__gc");
+	}
+	lua_pop(L, 1);
+	if (luaL_newmetatable(L, TASK_MT)) {
+		static const luaL_Reg task_methods[] = {{"fds", l_task_fds},
+							{"step", l_task_step},
+							{"result", l_task_result},
+							{NULL, NULL}};
+		lua_newtable(L);
+		luaL_register(L, NULL, task_methods);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, l_task_gc);
 		lua_setfield(L, -2, "__gc");
 	}
 	lua_pop(L, 1);

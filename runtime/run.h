@@ -46,7 +46,6 @@ struct child_fds {
 /* Shared by the jailed chain (chain.c) and jail-less spawns (spawn.c). */
 void lb_reset_signals(void);
 const char *lb_resolve_command(const char *cmd, const char *const *envp, char *buf, size_t len);
-void lb_close_fd(int *fd);
 /* The program's process: setsid, stdio, cwd, rlimits, the filter (NULL: none), execve. Reports
  * failures on fds->report_w. Never returns. */
 _Noreturn void lb_exec_program(const lb_run_spec *spec, const lb_filter *filter,

@@ -117,3 +117,107 @@ describe("runs in steps #unpriv", function()
         assert.equal("late\n", r.stdout)
     end)
 end)
+
+describe("opening and emptying in steps #unpriv", function()
+    local plan = require "llmbox.plan"
+    local policy = require "llmbox.policy"
+    local recipes = require "llmbox.recipes"
+    local core = require "llmbox.core"
+    local spec = plan.sandbox(assert(policy.load("default")), assert(recipes.get("python")))
+
+    local function children()
+        local n = 0
+        local p = io.popen("ps -o pid= --ppid " .. ffi.C.getpid())
+        for _ in p:lines() do n = n + 1 end
+        p:close()
+        return n - 1 -- ps itself
+    end
+
+    -- Steps a task to its end, counting the steps that were not the last.
+    local function drive(task)
+        local steps = 0
+        while true do
+            local fds = task:fds()
+            assert.is_true(#fds <= 1)
+            if task:step(-1) then return steps end
+            steps = steps + 1
+        end
+    end
+
+    it("opens a jail only as the caller steps it, one fd at a time, and the jail works", function()
+        local opening = assert(native.open_start(spec))
+        -- the setup child waits for the caller's uid maps, which only a step writes: however
+        -- long the caller does other things, the jail is not made behind its back
+        os.execute("sleep 0.2")
+        local fds, events = opening:fds()
+        assert.equal(1, #fds)
+        assert.same({ "r" }, events)
+        -- namespaces made (maps written), root built, setup children gone: each its own step
+        assert.is_true(drive(opening) >= 2)
+        local h = assert(opening:result())
+        local r = assert(h:run({ argv = { "/bin/sh", "-c", "echo in; id -u" }, env = { "PATH=/usr/bin:/bin" },
+            cwd = "/sandbox", limits = { timeout = 10 } }))
+        assert.equal("in\n1000\n", r.stdout)
+        h:close()
+        assert.equal(0, zombies())
+    end)
+
+    it("drives several openings at once from one loop", function()
+        local a, b = assert(native.open_start(spec)), assert(native.open_start(spec))
+        local over = {}
+        while not (over[a] and over[b]) do
+            for _, t in ipairs({ a, b }) do
+                if not over[t] then over[t] = t:step(0) end
+            end
+        end
+        local ha, hb = assert(a:result()), assert(b:result())
+        assert(ha:run({ argv = { "/bin/sh", "-c", "echo a > /sandbox/f" }, env = {}, cwd = "/", limits = { timeout = 10 } }))
+        local r = assert(hb:run({ argv = { "/bin/sh", "-c", "cat /sandbox/f 2>&1 || true" }, env = {}, cwd = "/",
+            limits = { timeout = 10 } }))
+        assert.matches("No such file", r.stdout, 1, true) -- two jails, two workspaces
+        ha:close()
+        hb:close()
+    end)
+
+    it("reports a setup failure from result(), and leaves nothing behind", function()
+        local bad = {}
+        for k, v in pairs(spec) do bad[k] = v end
+        bad.mounts = { { src = "/nonexistent/llmbox-spec", dst = "/x", optional = false } }
+        local opening = assert(native.open_start(bad))
+        drive(opening)
+        local h, err = opening:result()
+        assert.is_nil(h)
+        assert.matches("/nonexistent/llmbox-spec", err, 1, true)
+        assert.equal(0, zombies())
+        assert.has_error(function() opening.task:step(0) end, "the task has ended")
+    end)
+
+    it("abandons an opening that is collected unfinished, without waiting, and core.reap ends it", function()
+        local before = children()
+        do
+            local opening = assert(native.open_start(spec))
+            opening:step(-1) -- the namespaces exist; the root is being built
+        end
+        collectgarbage()
+        collectgarbage()
+        core.reap(true)
+        assert.equal(before, children())
+        assert.equal(0, zombies())
+    end)
+
+    it("empties a jail in steps; the jail may even be closed meanwhile", function()
+        local h = assert(native.open(spec))
+        assert(h:run({ argv = { "/bin/sh", "-c", "echo x > /sandbox/kept; echo y > /tmp/t" }, env = {}, cwd = "/",
+            limits = { timeout = 10 } }))
+        local task = assert(h:reset_start())
+        drive(task)
+        assert.is_true(assert(task:result()))
+        local r = assert(h:run({ argv = { "/bin/sh", "-c", "ls -A /sandbox /tmp" }, env = {}, cwd = "/",
+            limits = { timeout = 10 } }))
+        assert.equal("/sandbox:\n\n/tmp:\n", r.stdout)
+        task = assert(h:reset_start())
+        h:close()
+        assert.is_true(assert(task:result()))
+        assert.equal(0, zombies())
+    end)
+end)

@@ -101,13 +101,29 @@ function Handle:copy_in(...) return self.session:copy_in(...) end
 function Handle:copy_out(...) return self.session:copy_out(...) end
 -- A run's results in memory, through a tar stream from the jail side (never a host directory).
 function Handle:collect(path, max) return self.session:collect(path, max) end
-function Handle:reset() return self.session:reset() end
+-- Opening and emptying are work a child does: tasks with the steps of a run (task:fds(),
+-- task:step(0), task:result()), so an event loop can do other work meanwhile. finish() is the
+-- blocking loop over them.
+local function finish(task)
+    repeat until task:step(-1)
+    return task:result()
+end
+
+_M.finish = finish
+
+--- handle:reset_start() -> task (its result: true) | nil, err; handle:reset() waits for it
+function Handle:reset_start() return self.session:reset_start() end
+function Handle:reset()
+    local task, err, code = self.session:reset_start()
+    if not task then return nil, err, code end
+    return finish(task)
+end
 function Handle:close() return self.session:close() end
 function Handle:closed() return self.session:closed() end
 
---- native.open(spec) -> handle | nil, err: a jail from a neutral sandbox spec (llmbox.plan).
---- Deny by default: what the jail cannot honour is refused, never run with less.
-function _M.open(spec)
+-- The core's open config for a neutral sandbox spec (llmbox.plan), or nil, err. Deny by
+-- default: what the jail cannot honour is refused, never run with less.
+local function translate(spec)
     local pol = spec.policy
     if spec.image then
         return nil, ("policy %q asks for an image; the native backend runs the host's interpreters "
@@ -143,7 +159,7 @@ function _M.open(spec)
             end
         end
     end
-    local session, err, code = core.open("native", {
+    return {
         ro = spec.mounts,
         workspace = spec.limits.workspace,
         tmp = spec.limits.tmp,
@@ -151,9 +167,37 @@ function _M.open(spec)
         host_uid = tonumber(os.getenv("LLMBOX_HOST_UID")) or 65534,
         host_gid = tonumber(os.getenv("LLMBOX_HOST_GID")) or 65534,
         syscalls = sc,
-    })
+    }
+end
+
+-- A jail being opened: the core's task, whose result is a handle.
+local Opening = {}
+Opening.__index = Opening
+
+function Opening:fds() return self.task:fds() end
+function Opening:step(wait_ms) return self.task:step(wait_ms) end
+function Opening:result()
+    local session, err, code = self.task:result()
     if not session then return nil, err, code end
     return setmetatable({ session = session }, Handle)
+end
+
+--- native.open_start(spec) -> opening | nil, err: opens a jail without blocking the caller
+--- (opening:fds(), opening:step(0), then opening:result() -> handle | nil, err)
+function _M.open_start(spec)
+    local cfg, err = translate(spec)
+    if not cfg then return nil, err end
+    local task, code
+    task, err, code = core.open_start("native", cfg)
+    if not task then return nil, err, code end
+    return setmetatable({ task = task }, Opening)
+end
+
+--- native.open(spec) -> handle | nil, err: a jail from a neutral sandbox spec (llmbox.plan)
+function _M.open(spec)
+    local opening, err, code = _M.open_start(spec)
+    if not opening then return nil, err, code end
+    return finish(opening)
 end
 
 return _M

@@ -19,6 +19,25 @@ describe("conformance: the " .. name .. " backend's contract #conformance #unpri
         assert.is_true(ok, why)
     end)
 
+    it("opens a sandbox in steps an event loop can drive, and empties it in steps when it pools", function()
+        local spec = plan.sandbox(assert(policy.load("default")), nil)
+        local opening = assert(driver.open_start(spec))
+        repeat
+            local fds, events, timeout = opening:fds()
+            assert.is_table(fds)
+            assert.is_table(events)
+            assert.is_true(timeout == nil or timeout >= 0)
+        until opening:step(-1)
+        local h = assert(opening:result())
+        assert.is_false(h:closed())
+        if caps.pool then
+            local task = assert(h:reset_start())
+            repeat until task:step(-1)
+            assert.is_true(assert(task:result()))
+        end
+        h:close()
+    end)
+
     it("puts the code and the working directory where its layout says", function()
         local s = assert(llmbox.session({ lang = "python" }))
         local r = assert(s:run("import os\nprint(os.getcwd())\nprint(__file__)"))

@@ -131,7 +131,8 @@ function _M.check_driver(driver)
             return nil, format("driver %s: capabilities.%s must be declared (true or false)", tostring(driver.name), c)
         end
     end
-    for _, f in ipairs({ "open", "usable", "maintain" }) do
+    -- open_start: opening in steps (fds/step/result), so event loops never wait for a sandbox
+    for _, f in ipairs({ "open", "open_start", "usable", "maintain" }) do
         if type(driver[f]) ~= "function" then
             return nil, format("driver %s: %s must be a function", tostring(driver.name), f)
         end

@@ -23,20 +23,25 @@ HARDEN  := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIC
 VISIBILITY := -fvisibility=hidden
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2
 DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive libcurl 2>/dev/null)
+DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive 2>/dev/null)
+CURL_LIBS  = $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
 LUA_LIBS   = $(shell $(PKG_CONFIG) --libs luajit 2>/dev/null)
 ALL_CFLAGS = $(WARN) $(HARDEN) $(VISIBILITY) $(CFLAGS) $(DEP_CFLAGS)
 ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
 
 CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtime/jail.c \
             runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/spawn.c runtime/supervise.c runtime/verdict.c \
-            runtime/transfer.c runtime/http.c runtime/probe.c runtime/lua_core.c runtime/lua_http.c \
-            backends/native.c
+            runtime/transfer.c runtime/probe.c runtime/lua_core.c runtime/lua_util.c backends/native.c
+# llmbox.http_core: the engine drivers' HTTP client, a module of its own (libcurl takes ~14 ms to
+# load: `llmbox run` and llmbox.core never pay it).
+HTTP_SRC := runtime/http.c runtime/lua_http.c runtime/lua_util.c runtime/util.c
 CORE_OBJ := $(CORE_SRC:%.c=build/obj/%.o)
+HTTP_OBJ := $(HTTP_SRC:%.c=build/obj/%.o)
 HEADERS  := runtime/llmbox.h runtime/internal.h runtime/run.h backends/backend.h
 
 BIN    := build/bin/llmbox
 MODULE := build/lib/llmbox/core.so
+HTTP_MODULE := build/lib/llmbox/http_core.so
 
 # Debian packages: what building needs, and what the specs need on top.
 DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev lua-cjson lua-luv python3
@@ -48,7 +53,7 @@ DEPS_TEST  := lua-busted lua-check clang-format luarocks procps openssl $(DEPS_L
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test soak lint format install uninstall clean paths
 
-all: $(BIN) $(MODULE) paths
+all: $(BIN) $(MODULE) $(HTTP_MODULE) paths
 
 build/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -62,6 +67,10 @@ $(BIN): build/obj/runtime/main.o $(CORE_OBJ)
 $(MODULE): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(ALL_LDFLAGS) $(DEP_LIBS)
+
+$(HTTP_MODULE): $(HTTP_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(ALL_LDFLAGS) $(CURL_LIBS)
 
 paths:
 	@echo "llmbox built. Use it from plain LuaJIT with:"
@@ -113,17 +122,18 @@ soak: deps-test
 lint: deps-test
 	@luacheck -q --formatter plain lua policies spec bench examples && echo "luacheck (.luacheckrc): ok"
 	@echo "clang-format check"
-	@clang-format --dry-run --Werror $(CORE_SRC) runtime/main.c $(HEADERS)
+	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) runtime/main.c $(HEADERS)
 	@$(MAKE) --no-print-directory clean >/dev/null
 	@$(MAKE) --no-print-directory all CFLAGS="-O2 -g" >/dev/null && echo "build with -Wall -Wextra -Werror: ok"
 
 format:
-	clang-format -i $(CORE_SRC) runtime/main.c $(HEADERS)
+	clang-format -i $(CORE_SRC) $(HTTP_SRC) runtime/main.c $(HEADERS)
 
-install: $(BIN) $(MODULE)
+install: $(BIN) $(MODULE) $(HTTP_MODULE)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR) $(DESTDIR)$(DATADIR)/policies/pools
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/llmbox
 	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/llmbox/core.so
+	install -m 0755 $(HTTP_MODULE) $(DESTDIR)$(LIBDIR)/llmbox/http_core.so
 	cd lua && find llmbox -type d -exec install -d $(DESTDIR)$(LUADIR)/{} \;
 	cd lua && find llmbox -type f -exec install -m 0644 {} $(DESTDIR)$(LUADIR)/{} \;
 	install -m 0644 policies/*.lua $(DESTDIR)$(DATADIR)/policies/

@@ -36,12 +36,12 @@ FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 
 # The runtime is compiled again with clang and coverage; a harness that #includes a runtime file
 # (to reach its static functions) does not link that file's object.
-FUZZ_RUNTIME := $(filter-out runtime/lua_core.c runtime/lua_http.c backends/native.c,$(CORE_SRC))
+FUZZ_RUNTIME := $(filter-out runtime/lua_core.c runtime/lua_util.c backends/native.c,$(CORE_SRC))
 fuzz_includes_seccomp := runtime/seccomp.c
 fuzz_includes_paths   := runtime/transfer.c
 fuzz_includes_tar     := runtime/transfer.c
 fuzz_includes_resolve := runtime/chain.c
-fuzz_extra_lua_core   := runtime/lua_core.c runtime/lua_http.c
+fuzz_extra_lua_core   := runtime/lua_core.c runtime/lua_util.c
 fuzz_libs_lua_core     = $(LUA_LIBS)
 fuzz_flags_report     := -max_len=8192
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\

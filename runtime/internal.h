@@ -158,11 +158,17 @@ int lb_apply_rlimits(const lb_limits *lim, const lb_cgroup *cg, lb_error *err);
 /* seccomp.c */
 int lb_filter_load(const lb_filter *f, lb_error *err);
 
-/* ---- the Lua binding, split by concern (lua_core.c, lua_http.c) ---- */
+/* ---- the Lua modules' shared helpers (lua_util.c) ---- */
 struct lua_State;
 /* Pushes nil, err->msg and the errno's name ("EINVAL" when none): 3 values. */
 int lb_lua_push_error(struct lua_State *L, const lb_error *e);
-/* Adds core.http to the module table on top of the stack. */
-void lb_lua_http_register(struct lua_State *L);
+/* { fd, ... }, { "r" | "w" | "rw", ... }, timeout_ms | nil (-1): what run:fds() and the like
+ * return. */
+struct pollfd;
+int lb_lua_push_fds(struct lua_State *L, const struct pollfd *pf, int n, int timeout);
+/* Registers a userdata class: methods (a luaL_Reg array) as __index, gc as __gc. */
+struct luaL_Reg;
+void lb_lua_class(struct lua_State *L, const char *name, const struct luaL_Reg *methods,
+		  int (*gc)(struct lua_State *L));
 
 #endif

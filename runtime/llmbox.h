@@ -366,5 +366,8 @@ void lb_probe_host(lb_probe *p);
 struct lua_State;
 /* require "llmbox.core" */
 LB_EXPORT int luaopen_llmbox_core(struct lua_State *L);
+/* require "llmbox.http_core" (http_core.so: the HTTP client, apart so that only its users load
+ * libcurl) */
+LB_EXPORT int luaopen_llmbox_http_core(struct lua_State *L);
 
 #endif

@@ -41,8 +41,6 @@
  *   core.reap([block])                 (pools: collect what finished prestarted runs left)
  *   core.tar_entries(archive [, max])  -> { {name, size, data}, ... } | nil, err (an archive
  *                                         someone else made, read as untrusted; lb_tar_entries)
- *   core.http()                        -> client (libcurl multi for the engine drivers; see
- *                                         lua_http.c)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
  *   core.ioctl_number(name)            -> number | nil
@@ -79,17 +77,6 @@ static const lb_backend *find_backend(const char *name)
 		if (strcmp((*b)->name, name) == 0)
 			return *b;
 	return NULL;
-}
-
-int lb_lua_push_error(lua_State *L, const lb_error *e)
-{
-	lua_pushnil(L);
-	lua_pushstring(L, e->msg);
-	if (e->code > 0)
-		lua_pushstring(L, strerrorname_np(e->code) ? strerrorname_np(e->code) : "EIO");
-	else
-		lua_pushstring(L, "EINVAL");
-	return 3;
 }
 
 /* ---- reading config tables ----
@@ -670,31 +657,13 @@ static int l_pending_start(lua_State *L)
 	return 1;
 }
 
-/* { fd, ... }, { "r" | "w", ... }, timeout_ms | nil */
-static int push_fds(lua_State *L, const struct pollfd *pf, int n, int timeout)
-{
-	lua_createtable(L, n, 0);
-	lua_createtable(L, n, 0);
-	for (int i = 0; i < n; i++) {
-		lua_pushinteger(L, pf[i].fd);
-		lua_rawseti(L, -3, i + 1);
-		lua_pushstring(L, pf[i].events & POLLOUT ? "w" : "r");
-		lua_rawseti(L, -2, i + 1);
-	}
-	if (timeout >= 0)
-		lua_pushinteger(L, timeout);
-	else
-		lua_pushnil(L);
-	return 3;
-}
-
 static int l_run_fds(lua_State *L)
 {
 	lrun *r = check_run(L);
 	struct pollfd pf[16];
 	int timeout;
 	int n = r->backend->run_fds(r->run, pf, 16, &timeout);
-	return push_fds(L, pf, n, timeout);
+	return lb_lua_push_fds(L, pf, n, timeout);
 }
 
 static int l_run_step(lua_State *L)
@@ -950,7 +919,7 @@ static int l_task_fds(lua_State *L)
 	struct pollfd pf[4];
 	int timeout;
 	int n = t->backend->task_fds(t->task, pf, 4, &timeout);
-	return push_fds(L, pf, n, timeout);
+	return lb_lua_push_fds(L, pf, n, timeout);
 }
 
 static int l_task_step(lua_State *L)
@@ -1199,45 +1168,17 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"spawn", l_spawn},
 					 {"tar_entries", l_tar_entries},
 					 {NULL, NULL}};
-	if (luaL_newmetatable(L, SESSION_MT)) {
-		lua_newtable(L);
-		luaL_register(L, NULL, session_methods);
-		lua_setfield(L, -2, "__index");
-		lua_pushcfunction(L, l_close);
-		lua_setfield(L, -2, "__gc");
-	}
-	lua_pop(L, 1);
-	if (luaL_newmetatable(L, PENDING_MT)) {
-		lua_newtable(L);
-		luaL_register(L, NULL, pending_methods);
-		lua_setfield(L, -2, "__index");
-		lua_pushcfunction(L, l_pending_gc);
-		lua_setfield(L, -2, "__gc");
-	}
-	lua_pop(L, 1);
-	if (luaL_newmetatable(L, RUN_MT)) {
-		static const luaL_Reg run_methods[] = {
-			{"fds", l_run_fds},	{"step", l_run_step},	  {"take", l_run_take},
-			{"abort", l_run_abort}, {"result", l_run_result}, {NULL, NULL}};
-		lua_newtable(L);
-		luaL_register(L, NULL, run_methods);
-		lua_setfield(L, -2, "__index");
-		lua_pushcfunction(L, l_run_gc);
-		lua_setfield(L, -2, "__gc");
-	}
-	lua_pop(L, 1);
-	if (luaL_newmetatable(L, TASK_MT)) {
-		static const luaL_Reg task_methods[] = {{"fds", l_task_fds},
-							{"step", l_task_step},
-							{"result", l_task_result},
-							{NULL, NULL}};
-		lua_newtable(L);
-		luaL_register(L, NULL, task_methods);
-		lua_setfield(L, -2, "__index");
-		lua_pushcfunction(L, l_task_gc);
-		lua_setfield(L, -2, "__gc");
-	}
-	lua_pop(L, 1);
+	lb_lua_class(L, SESSION_MT, session_methods, l_close);
+	lb_lua_class(L, PENDING_MT, pending_methods, l_pending_gc);
+	static const luaL_Reg run_methods[] = {{"fds", l_run_fds},	 {"step", l_run_step},
+					       {"take", l_run_take},	 {"abort", l_run_abort},
+					       {"result", l_run_result}, {NULL, NULL}};
+	static const luaL_Reg task_methods[] = {{"fds", l_task_fds},
+						{"step", l_task_step},
+						{"result", l_task_result},
+						{NULL, NULL}};
+	lb_lua_class(L, RUN_MT, run_methods, l_run_gc);
+	lb_lua_class(L, TASK_MT, task_methods, l_task_gc);
 	if (luaL_newmetatable(L, "llmbox.core.reaper")) {
 		lua_pushcfunction(L, l_reap_all);
 		lua_setfield(L, -2, "__gc");
@@ -1249,7 +1190,6 @@ int luaopen_llmbox_core(lua_State *L)
 	lua_pop(L, 1);
 	lua_newtable(L);
 	luaL_register(L, NULL, funcs);
-	lb_lua_http_register(L);
 	lua_pushstring(L, LLMBOX_VERSION);
 	lua_setfield(L, -2, "VERSION");
 	return 1;

@@ -1,7 +1,8 @@
-/* The Lua binding of http.c (part of llmbox.core): the engine drivers' HTTP, driven by the
- * caller's loop. llmbox.http builds the blocking calls and the engine clients on top.
+/* The Lua binding of http.c, module llmbox.http_core: the engine drivers' HTTP, driven by the
+ * caller's loop. llmbox.http builds the blocking calls on top. A module of its own, apart from
+ * llmbox.core: libcurl and what it links take ~14 ms to load, which every `llmbox run` would pay.
  *
- *   core.http()                        -> client (one libcurl multi handle)
+ *   http_core.new()                    -> client (one libcurl multi handle)
  *   client:request{ url, method, unix_socket, headers = { "Name: value", ... }, body,
  *                   ca_file, cert_file, key_file, timeout_ms, connect_timeout_ms,
  *                   max_body }         -> request | nil, err, errno_name
@@ -149,20 +150,7 @@ static int l_client_fds(lua_State *L)
 	struct pollfd pf[64];
 	int timeout;
 	int n = lb_http_fds(c->h, pf, 64, &timeout);
-	lua_createtable(L, n, 0);
-	lua_createtable(L, n, 0);
-	for (int i = 0; i < n; i++) {
-		lua_pushinteger(L, pf[i].fd);
-		lua_rawseti(L, -3, i + 1);
-		bool r = pf[i].events & POLLIN, w = pf[i].events & POLLOUT;
-		lua_pushstring(L, r && w ? "rw" : w ? "w" : "r");
-		lua_rawseti(L, -2, i + 1);
-	}
-	if (timeout >= 0)
-		lua_pushinteger(L, timeout);
-	else
-		lua_pushnil(L);
-	return 3;
+	return lb_lua_push_fds(L, pf, n, timeout);
 }
 
 static int l_client_step(lua_State *L)
@@ -275,7 +263,7 @@ static int l_request_discard(lua_State *L)
 	return 0;
 }
 
-void lb_lua_http_register(lua_State *L)
+int luaopen_llmbox_http_core(lua_State *L)
 {
 	static const luaL_Reg client_methods[] = {{"request", l_request},
 						  {"fds", l_client_fds},
@@ -287,22 +275,10 @@ void lb_lua_http_register(lua_State *L)
 						   {"result", l_request_result},
 						   {"discard", l_request_discard},
 						   {NULL, NULL}};
-	if (luaL_newmetatable(L, CLIENT_MT)) {
-		lua_newtable(L);
-		luaL_register(L, NULL, client_methods);
-		lua_setfield(L, -2, "__index");
-		lua_pushcfunction(L, l_client_close);
-		lua_setfield(L, -2, "__gc");
-	}
-	lua_pop(L, 1);
-	if (luaL_newmetatable(L, REQUEST_MT)) {
-		lua_newtable(L);
-		luaL_register(L, NULL, request_methods);
-		lua_setfield(L, -2, "__index");
-		lua_pushcfunction(L, l_request_discard);
-		lua_setfield(L, -2, "__gc");
-	}
-	lua_pop(L, 1);
+	lb_lua_class(L, CLIENT_MT, client_methods, l_client_close);
+	lb_lua_class(L, REQUEST_MT, request_methods, l_request_discard);
+	lua_newtable(L);
 	lua_pushcfunction(L, l_http);
-	lua_setfield(L, -2, "http");
+	lua_setfield(L, -2, "new");
+	return 1;
 }

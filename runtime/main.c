@@ -14,7 +14,8 @@
 int luaopen_llmbox_core(lua_State *L);
 
 /* Finds the Lua tree next to the binary: the build tree (build/bin/llmbox -> lua/) or an install
- * (PREFIX/bin/llmbox -> PREFIX/share/lua/5.1), so a build runs from anywhere without setup.
+ * (PREFIX/bin/llmbox -> PREFIX/share/lua/5.1), so a build runs from anywhere without setup; the
+ * same for the C modules that are not linked in.
  * LLMBOX_LUA_DIR overrides both. */
 static void set_paths(lua_State *L)
 {
@@ -38,6 +39,13 @@ static void set_paths(lua_State *L)
 				"%s/../share/lua/5.1/?.lua;%s/../share/lua/5.1/?/init.lua;%s",
 				exe, exe, exe, exe, old);
 	lua_setfield(L, -3, "path");
+	lua_pop(L, 1);
+	/* The modules beside llmbox.core (llmbox.http_core) are loaded when first required, from
+	 * the build tree (build/lib) or an install (PREFIX/lib/lua/5.1). */
+	lua_getfield(L, -1, "cpath");
+	lua_pushfstring(L, "%s/../lib/?.so;%s/../lib/lua/5.1/?.so;%s", exe, exe,
+			lua_tostring(L, -1));
+	lua_setfield(L, -3, "cpath");
 	lua_pop(L, 1);
 	/* llmbox.core is linked into this binary: preload it. */
 	lua_getfield(L, -1, "preload");

@@ -1,5 +1,5 @@
 -- HTTP for the engine drivers (Docker, Podman, Kubernetes): requests on one libcurl multi handle
--- (core.http, runtime/http.c) that a loop drives. A blocking call is a small loop over the same
+-- (llmbox.http_core, runtime/http.c) that a loop drives. A blocking call is a small loop over the same
 -- steps an event loop would take (client:fds(), client:step(0)); streamed bodies reach on_data
 -- from Lua, never from inside C, so a callback may yield.
 --
@@ -9,7 +9,7 @@
 --   local a = c:request{ url = ..., on_data = function(chunk) ... end }
 --   local b = c:request{ url = ... }
 --   local ra, rb = c:wait(a), c:wait(b)          -- both progress while either is awaited
-local core = require "llmbox.core"
+local http_core = require "llmbox.http_core"
 
 local setmetatable, pcall, tostring, type, pairs = setmetatable, pcall, tostring, type, pairs
 local format, sort, concat = string.format, table.sort, table.concat
@@ -31,7 +31,7 @@ local function header_lines(h)
 end
 
 function _M.client()
-    return setmetatable({ core = core.http(), requests = {} }, Client)
+    return setmetatable({ core = http_core.new(), requests = {} }, Client)
 end
 
 -- opts: url (required), method, unix_socket, headers, body, ca_file, cert_file, key_file,

@@ -179,7 +179,7 @@ describe("llmbox.http #unpriv", function()
         c.core:close() -- the request keeps the handle alive
         r.raw:discard()
         do -- a request in flight and its client, both dropped: the collector ends them
-            local c2 = core.http()
+            local c2 = require("llmbox.http_core").new()
             assert(c2:request{ url = "http://engine/slow", unix_socket = sock })
             c2:step(0)
         end

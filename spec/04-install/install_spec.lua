@@ -16,7 +16,8 @@ describe("installation", function()
         local ok, out = sh("make -s install PREFIX=/opt/llmbox DESTDIR=" .. q(dest))
         assert.is_true(ok, out)
         local root = dest .. "/opt/llmbox"
-        for _, f in ipairs({ "/bin/llmbox", "/lib/lua/5.1/llmbox/core.so", "/share/lua/5.1/llmbox/init.lua",
+        for _, f in ipairs({ "/bin/llmbox", "/lib/lua/5.1/llmbox/core.so", "/lib/lua/5.1/llmbox/http_core.so",
+            "/share/lua/5.1/llmbox/init.lua",
             "/share/lua/5.1/llmbox/recipes/python.lua", "/share/llmbox/policies/default.lua" }) do
             assert.is_truthy(helpers.read(root .. f), "missing " .. f)
         end
@@ -37,6 +38,15 @@ p:close()
         os.remove(script)
         assert.is_true(ok, out)
         assert.equal("7\ntrue\n", out)
+        -- the installed binary finds the HTTP module beside its own library directory
+        script = helpers.write(helpers.tmppath(".lua"), [[
+local _, err, code = require("llmbox.http").request{ url = "http://x/", unix_socket = "/nonexistent.sock" }
+io.write(code, "\n")
+]])
+        ok, out = sh(q(root .. "/bin/llmbox") .. " script " .. q(script))
+        os.remove(script)
+        assert.is_true(ok, out)
+        assert.equal("ENOENT\n", out)
         -- and the MCP tools are there
         ok, out = sh(q(root .. "/bin/llmbox") .. " tools --format anthropic")
         assert.is_true(ok, out)

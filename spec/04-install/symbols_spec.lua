@@ -24,6 +24,19 @@ describe("exported symbols #unpriv", function()
         assert.same({ "luaopen_llmbox_core" }, exported(helpers.root .. "/build/lib/llmbox/core.so"))
     end)
 
+    it("http_core.so exports luaopen_llmbox_http_core and nothing else", function()
+        assert.same({ "luaopen_llmbox_http_core" }, exported(helpers.root .. "/build/lib/llmbox/http_core.so"))
+    end)
+
+    it("neither the binary nor llmbox.core loads libcurl (its start-up cost is for its users)", function()
+        for _, file in ipairs({ helpers.bin, helpers.root .. "/build/lib/llmbox/core.so" }) do
+            local p = assert(io.popen("ldd " .. q(file)))
+            local libs = p:read("*a")
+            p:close()
+            assert.is_nil(libs:find("libcurl", 1, true), file .. " links libcurl")
+        end
+    end)
+
     it("the llmbox binary exports none of the core's internals", function()
         local leaked = {}
         for _, name in ipairs(exported(helpers.bin)) do

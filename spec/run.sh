@@ -22,6 +22,12 @@ run_busted() { # label, then busted args
 	fi
 }
 
+# The container engines the engine specs talk to: started here when installed but not running
+# (as root), stopped at the end.
+engines_state=$top/build/engines
+spec/support/engines.sh start "$engines_state"
+trap 'spec/support/engines.sh stop "$engines_state"' EXIT
+
 run_busted "specs as $(id -un)" spec
 
 # The conformance suite (specs tagged #conformance) again for every other backend asked for:

@@ -6,6 +6,7 @@
 local core = require "llmbox.core"
 local cjson = require "cjson.safe"
 local util = require "llmbox.util"
+local engine = require "llmbox.engine"
 
 local format, now_ms = string.format, util.now_ms
 
@@ -212,6 +213,12 @@ function _M.report()
         elseif b.status == "available" then
             backends[#backends + 1] = { name = b.name, source = "probe", ok = b.usable,
                 detail = (b.usable and "usable" or ("not usable here: " .. tostring(b.why))) .. pools }
+        elseif engine.KINDS[b.name] then
+            -- the engine such a backend will drive: is it there, and which version
+            local e, why = engine.connect(b.name)
+            backends[#backends + 1] = { name = b.name, source = "probe", ok = false, detail = b.why .. "; engine: "
+                .. (e and format("%s %s (API %s) answers at %s", engine.KINDS[b.name], e.version, e.api_version,
+                    e.endpoint.name) or why) }
         else
             backends[#backends + 1] = { name = b.name, source = "fact", ok = false, detail = b.why }
         end
@@ -249,7 +256,8 @@ function _M.main(args)
         w("  [%s] %-11s %-11s %s%s\n         %-11s by %s\n", MARK[l.ok], l.name, l.result, l.detail,
             l.ms and format(" (%.1f ms)", l.ms) or "", "", l.enforced_by)
     end
-    w("\nBackends (native: from the sandbox test; the others: facts about this build):\n")
+    w("\nBackends (native: from the sandbox test; docker, podman: their engine asked; the others: facts "
+        .. "about this build):\n")
     for _, b in ipairs(r.backends) do
         w("  [%s] %-11s %s\n", b.ok and " ok " or " -- ", b.name, b.detail)
     end

@@ -69,7 +69,10 @@ describe("llmbox doctor #unpriv", function()
         assert.equal("probe", sources["user namespaces"])
         assert.equal("probe", sources.seccomp)
         for _, b in ipairs(j.backends) do
-            if b.name ~= "native" then assert.equal("fact", b.source, b.name) end
+            -- docker and podman: their engine was asked (whatever it answered)
+            local want = (b.name == "docker" or b.name == "podman") and "probe" or "fact"
+            if b.name ~= "native" then assert.equal(want, b.source, b.name) end
+            if want == "probe" then assert.matches("; engine: ", b.detail, 1, true) end
         end
     end)
 

@@ -1,0 +1,185 @@
+-- llmbox.engine: the container engines' API — Docker's Engine API and Podman's Docker-compatible
+-- one — over llmbox.http. Where the engine is, whether it answers, and JSON requests whose
+-- failures say what was wrong and what to do. The docker and podman backends build on it.
+--
+--   local engine = require "llmbox.engine"
+--   local ep = assert(engine.endpoint("docker"))     -- $DOCKER_HOST or /var/run/docker.sock
+--   local e = assert(engine.connect("podman"))       -- pings it and learns its version
+--   local containers = assert(e:json("GET", "/containers/json?all=1"))
+--
+-- Endpoints (what the engines' own clients honour):
+--   docker: $DOCKER_HOST — unix:///path, or tcp://host:port (HTTPS with client certificates when
+--           $DOCKER_TLS_VERIFY is set or $DOCKER_CERT_PATH holds them: ca.pem, cert.pem, key.pem);
+--           else unix:///var/run/docker.sock
+--   podman: $CONTAINER_HOST (unix:///path), else /run/podman/podman.sock for root and
+--           $XDG_RUNTIME_DIR/podman/podman.sock for others (`podman system service` listens there)
+local http = require "llmbox.http"
+local json = require "llmbox.json"
+
+local type, tostring, format, getenv = type, tostring, string.format, os.getenv
+
+local _M = { _VERSION = "0.1.0" }
+
+_M.KINDS = { docker = "Docker", podman = "Podman" }
+
+local function is_root()
+    local ok, ffi = pcall(require, "ffi")
+    if not ok then return false end
+    pcall(ffi.cdef, "unsigned int geteuid(void);")
+    return ffi.C.geteuid() == 0
+end
+
+-- unix:///path or tcp://host:port -> endpoint fields | nil, err
+local function parse(kind, value, origin, env)
+    local path = value:match("^unix://(/.+)$")
+    if path then return { kind = kind, socket = path, name = "unix://" .. path, origin = origin } end
+    local hostport = value:match("^tcp://([^/]+)/?$")
+    if hostport and kind == "docker" then
+        if not hostport:find(":", 1, true) then hostport = hostport .. ":2376" end
+        local certs = env("DOCKER_CERT_PATH")
+        if not certs or certs == "" then
+            local home = env("HOME")
+            certs = home and home .. "/.docker" or nil
+        end
+        local verify = env("DOCKER_TLS_VERIFY")
+        local tls = (verify ~= nil and verify ~= "" and verify ~= "0") or (env("DOCKER_CERT_PATH") or "") ~= ""
+        local ep = { kind = kind, name = "tcp://" .. hostport, origin = origin,
+            base = (tls and "https://" or "http://") .. hostport }
+        if tls then
+            ep.tls = { ca_file = certs .. "/ca.pem", cert_file = certs .. "/cert.pem", key_file = certs .. "/key.pem" }
+        end
+        return ep
+    end
+    return nil, format("%s=%q: expected unix:///path%s", origin, value,
+        kind == "docker" and " or tcp://host:port" or "")
+end
+
+--- engine.endpoint(kind [, getenv]) -> endpoint | nil, err: where the engine of that kind is
+--- (kind: "docker" or "podman"); getenv, for tests, stands in for os.getenv.
+function _M.endpoint(kind, env)
+    if not _M.KINDS[kind] then error(format("engine.endpoint: unknown engine %q (docker or podman)", tostring(kind)), 2) end
+    env = env or getenv
+    local var = kind == "docker" and "DOCKER_HOST" or "CONTAINER_HOST"
+    local value = env(var)
+    if value and value ~= "" then return parse(kind, value, var, env) end
+    if kind == "docker" then
+        return { kind = kind, socket = "/var/run/docker.sock", name = "unix:///var/run/docker.sock", origin = "default" }
+    end
+    local path
+    if is_root() then
+        path = "/run/podman/podman.sock"
+    else
+        local dir = env("XDG_RUNTIME_DIR")
+        if not dir or dir == "" then
+            return nil, "podman: $XDG_RUNTIME_DIR is not set, so its socket cannot be found: set CONTAINER_HOST=unix:///path"
+        end
+        path = dir .. "/podman/podman.sock"
+    end
+    return { kind = kind, socket = path, name = "unix://" .. path, origin = "default" }
+end
+
+-- What to do when the engine cannot be reached, by cause.
+local function unreachable(ep, err, code)
+    local who = _M.KINDS[ep.kind]
+    local start = ep.kind == "docker" and "start it (`systemctl start docker`, or `dockerd` as root)"
+        or "start its API service (`podman system service --time=0 " .. ep.name .. "`)"
+    local override = ep.kind == "docker" and "DOCKER_HOST" or "CONTAINER_HOST"
+    if code == "ENOENT" then
+        return format("no %s engine at %s (the socket does not exist): %s, or set %s", who, ep.name, start, override)
+    elseif code == "ECONNREFUSED" then
+        return format("no %s engine answers at %s (nothing listens there): %s", who, ep.name, start)
+    elseif code == "EACCES" then
+        return format("permission denied on %s: run as root or as a member of the socket's group (%s)",
+            ep.socket or ep.name, ep.kind)
+    end
+    return format("the %s engine at %s: %s", who, ep.name, tostring(err))
+end
+
+local Engine = {}
+Engine.__index = Engine
+
+-- The request's options for this endpoint.
+local function request_opts(self, method, path, body, opts)
+    local ep = self.endpoint
+    local o = {
+        url = (ep.base or "http://" .. ep.kind) .. (self.prefix or "") .. path,
+        method = method,
+        unix_socket = ep.socket,
+        timeout_ms = opts and opts.timeout_ms or 30000,
+        connect_timeout_ms = 5000,
+        max_body = opts and opts.max_body or 64 * 1024 * 1024,
+        headers = opts and opts.headers or {},
+        on_data = opts and opts.on_data,
+    }
+    if ep.tls then
+        o.ca_file, o.cert_file, o.key_file = ep.tls.ca_file, ep.tls.cert_file, ep.tls.key_file
+    end
+    if body ~= nil then
+        if type(body) == "table" then
+            o.body = json.encode(body)
+            o.headers["Content-Type"] = "application/json"
+        else
+            o.body = body
+        end
+    end
+    return o
+end
+
+--- e:request(method, path [, body] [, opts]) -> response | nil, err, errno_name: one API call;
+--- path is below the API version ("/containers/json"); a table body is sent as JSON; opts:
+--- timeout_ms, max_body, headers, on_data (a streamed body). Any HTTP status is a response.
+function Engine:request(method, path, body, opts)
+    local res, err, code = http.request(request_opts(self, method, path, body, opts))
+    if not res then return nil, unreachable(self.endpoint, err, code), code end
+    return res
+end
+
+-- The engine's own words on a failed call: {"message": "..."}.
+local function engine_message(res)
+    local ok, doc = pcall(json.decode, res.body or "")
+    if ok and type(doc) == "table" and type(doc.message) == "string" then return doc.message end
+    local text = (res.body or ""):gsub("%s+$", "")
+    return #text > 0 and text:sub(1, 300) or "no message"
+end
+
+--- e:json(method, path [, body] [, opts]) -> decoded body (or true for an empty one) | nil, err,
+--- status: a call that must succeed (2xx); a failure carries the engine's message and status.
+function Engine:json(method, path, body, opts)
+    local res, err, code = self:request(method, path, body, opts)
+    if not res then return nil, err, code end
+    if res.status < 200 or res.status > 299 then
+        return nil, format("%s %s: %s (HTTP %d from the %s engine)", method, path:match("^[^?]*"),
+            engine_message(res), res.status, _M.KINDS[self.endpoint.kind]), res.status
+    end
+    if res.body == "" then return true end
+    local ok, doc = pcall(json.decode, res.body)
+    if not ok then
+        return nil, format("%s %s: the %s engine answered with something that is not JSON", method, path,
+            _M.KINDS[self.endpoint.kind])
+    end
+    return doc
+end
+
+--- engine.connect(kind | endpoint) -> engine | nil, err: reaches the engine, checks that it
+--- speaks the Engine API, and pins the API version it offers (e.version, e.api_version).
+function _M.connect(what)
+    local ep, err = what, nil
+    if type(what) ~= "table" then
+        ep, err = _M.endpoint(what)
+        if not ep then return nil, err end
+    end
+    local e = setmetatable({ endpoint = ep }, Engine)
+    local v
+    v, err = e:json("GET", "/version", nil, { timeout_ms = 10000 })
+    if not v then return nil, err end
+    if type(v) ~= "table" or type(v.ApiVersion) ~= "string" then
+        return nil, format("%s does not answer like a %s engine (no ApiVersion in /version)", ep.name,
+            _M.KINDS[ep.kind])
+    end
+    e.version, e.api_version = tostring(v.Version), v.ApiVersion
+    -- every later call names the version it was written for, as the engines' own clients do
+    e.prefix = "/v" .. v.ApiVersion
+    return e
+end
+
+return _M

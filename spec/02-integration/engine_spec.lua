@@ -1,0 +1,124 @@
+-- llmbox.engine: where Docker and Podman are, and calls to their Engine API, against the real
+-- engines (spec/run.sh starts dockerd and Podman's API service when it runs as root; make test
+-- installs both). As nobody, the engines' sockets are root's: the specs check the message that
+-- says so.
+local engine = require "llmbox.engine"
+local helpers = require "spec.helpers"
+local uv = require "luv"
+
+local function env(t) return function(k) return t[k] end end
+
+describe("engine endpoints #unpriv", function()
+    it("finds Docker at DOCKER_HOST, or at its default socket", function()
+        local ep = assert(engine.endpoint("docker", env({})))
+        assert.equal("/var/run/docker.sock", ep.socket)
+        assert.equal("default", ep.origin)
+        ep = assert(engine.endpoint("docker", env({ DOCKER_HOST = "unix:///srv/d.sock" })))
+        assert.same({ kind = "docker", socket = "/srv/d.sock", name = "unix:///srv/d.sock", origin = "DOCKER_HOST" }, ep)
+    end)
+
+    it("speaks TLS with client certificates to a TCP engine when DOCKER_TLS_VERIFY says so", function()
+        local ep = assert(engine.endpoint("docker", env({ DOCKER_HOST = "tcp://10.0.0.5:2376", DOCKER_TLS_VERIFY = "1",
+            DOCKER_CERT_PATH = "/etc/llmbox/docker" })))
+        assert.equal("https://10.0.0.5:2376", ep.base)
+        assert.same({ ca_file = "/etc/llmbox/docker/ca.pem", cert_file = "/etc/llmbox/docker/cert.pem",
+            key_file = "/etc/llmbox/docker/key.pem" }, ep.tls)
+        ep = assert(engine.endpoint("docker", env({ DOCKER_HOST = "tcp://build-host", HOME = "/home/u" })))
+        assert.equal("http://build-host:2376", ep.base)
+        assert.is_nil(ep.tls)
+    end)
+
+    it("finds Podman at CONTAINER_HOST, or where its API service listens", function()
+        local ep = assert(engine.endpoint("podman", env({ CONTAINER_HOST = "unix:///run/user/7/podman/podman.sock" })))
+        assert.equal("/run/user/7/podman/podman.sock", ep.socket)
+        ep = assert(engine.endpoint("podman", env({ XDG_RUNTIME_DIR = "/run/user/7" })))
+        if helpers.is_root() then
+            assert.equal("/run/podman/podman.sock", ep.socket)
+        else
+            assert.equal("/run/user/7/podman/podman.sock", ep.socket)
+            local none, err = engine.endpoint("podman", env({}))
+            assert.is_nil(none)
+            assert.matches("XDG_RUNTIME_DIR is not set", err, 1, true)
+        end
+    end)
+
+    it("refuses an address it cannot use, naming the variable", function()
+        local ep, err = engine.endpoint("docker", env({ DOCKER_HOST = "ssh://me@host" }))
+        assert.is_nil(ep)
+        assert.equal('DOCKER_HOST="ssh://me@host": expected unix:///path or tcp://host:port', err)
+        ep, err = engine.endpoint("podman", env({ CONTAINER_HOST = "tcp://host:1" }))
+        assert.is_nil(ep)
+        assert.matches("CONTAINER_HOST", err, 1, true)
+        assert.has_error(function() engine.endpoint("lxd") end, 'engine.endpoint: unknown engine "lxd" (docker or podman)')
+    end)
+
+    it("says what to do when no engine is there", function()
+        local e, err = engine.connect({ kind = "docker", socket = "/nonexistent/d.sock", name = "unix:///nonexistent/d.sock" })
+        assert.is_nil(e)
+        assert.equal("no Docker engine at unix:///nonexistent/d.sock (the socket does not exist): start it "
+            .. "(`systemctl start docker`, or `dockerd` as root), or set DOCKER_HOST", err)
+        -- a socket file nobody listens on any more
+        local path = helpers.private_dir() .. "/stale.sock"
+        assert(os.execute(("python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' %s")
+            :format(helpers.shell_quote(path))))
+        assert(uv.fs_stat(path))
+        e, err = engine.connect({ kind = "podman", socket = path, name = "unix://" .. path })
+        assert.is_nil(e)
+        assert.matches("no Podman engine answers at unix://" .. path .. " (nothing listens there)", err, 1, true)
+    end)
+end)
+
+for _, kind in ipairs({ "docker", "podman" }) do
+    describe(("the %s engine #unpriv"):format(kind), function()
+        local e, why
+        local ep, ep_err = engine.endpoint(kind)
+        if ep then e, why = engine.connect(ep) else why = ep_err end
+
+        it("is reached, or the reason is one a user can act on", function()
+            if e then return end
+            if ep and not helpers.is_root() and uv.fs_stat(ep.socket) then
+                -- the engine runs, but its socket is root's
+                assert.matches("permission denied on " .. ep.socket, why, 1, true)
+                return
+            end
+            pending(("no %s engine here: %s"):format(kind, why))
+        end)
+
+        local function needs_engine()
+            if not e then
+                pending(("no %s engine reachable: %s"):format(kind, tostring(why)))
+                return false
+            end
+            return true
+        end
+
+        it("answers with its version and the API version every later call names", function()
+            if not needs_engine() then return end
+            assert.matches("^%d+%.%d+", e.version)
+            assert.matches("^1%.%d+$", e.api_version)
+            assert.equal("/v" .. e.api_version, e.prefix)
+        end)
+
+        it("lists containers as JSON, and passes the engine's own message on a failed call", function()
+            if not needs_engine() then return end
+            local before = assert(e:json("GET", "/containers/json?all=1"))
+            assert.is_table(before)
+            local created, err, status = e:json("POST", "/containers/create?name=llmbox-spec-never",
+                { Image = "llmbox-no-such-image:0", Cmd = { "true" } })
+            assert.is_nil(created)
+            assert.equal(404, status)
+            assert.matches("^POST /containers/create: .*[Ii]mage", err)
+            assert.matches(("from the %s engine"):format(engine.KINDS[kind]), err, 1, true)
+            assert.equal(#before, #assert(e:json("GET", "/containers/json?all=1")))
+        end)
+
+        it("hands back any status as a response through request()", function()
+            if not needs_engine() then return end
+            local res = assert(e:request("GET", "/containers/llmbox-spec-missing/json"))
+            assert.equal(404, res.status)
+            res = assert(e:request("GET", "/_ping"))
+            assert.equal(200, res.status)
+            assert.equal("OK", res.body)
+        end)
+    end)
+end

@@ -1,0 +1,79 @@
+#!/bin/sh
+# The container engines the specs talk to (spec/02-integration/engine_spec.lua and, later, the
+# docker and podman backends): started for the spec run when they are installed (make test
+# installs docker.io and podman) but not running, and stopped again afterwards.
+#
+#   spec/support/engines.sh start STATE_DIR   prints one line per engine: what it did
+#   spec/support/engines.sh stop STATE_DIR    stops what `start` started
+#
+# Root only (an engine's socket is root's). dockerd gets no bridge and no iptables rules: the
+# sandboxes never have a network, and a second dockerd (a fresh root shares the host's network
+# namespace) must not touch the host's bridge or firewall. Podman's API service listens where
+# its clients look for it, /run/podman/podman.sock.
+set -u
+cmd=${1:-}
+state=${2:-}
+[ -n "$cmd" ] && [ -n "$state" ] || { echo "usage: $0 start|stop STATE_DIR" >&2; exit 2; }
+mkdir -p "$state"
+
+answers() { # socket: does an Engine API answer there?
+	[ -S "$1" ] && curl -sf --max-time 2 --unix-socket "$1" http://engine/_ping >/dev/null 2>&1
+}
+
+wait_for() { # name, socket, pidfile
+	i=0
+	until answers "$2"; do
+		i=$((i + 1))
+		if [ $i -gt 60 ] || ! kill -0 "$(cat "$3")" 2>/dev/null; then
+			echo "engines: $1 did not come up within 30 s (see $state/$1.log)"
+			return 1
+		fi
+		sleep 0.5
+	done
+	echo "engines: started $1"
+}
+
+case $cmd in
+start)
+	if [ "$(id -u)" != 0 ]; then
+		echo "engines: not root: using only engines that already run"
+		exit 0
+	fi
+	if answers /var/run/docker.sock; then
+		echo "engines: dockerd already running"
+	elif command -v dockerd >/dev/null 2>&1; then
+		dockerd --bridge=none --iptables=false --ip-masq=false >"$state/dockerd.log" 2>&1 &
+		echo $! >"$state/dockerd.pid"
+		wait_for dockerd /var/run/docker.sock "$state/dockerd.pid" || rm -f "$state/dockerd.pid"
+	else
+		echo "engines: dockerd is not installed"
+	fi
+	if answers /run/podman/podman.sock; then
+		echo "engines: the podman API service already running"
+	elif command -v podman >/dev/null 2>&1; then
+		mkdir -p /run/podman
+		podman system service --time=0 unix:///run/podman/podman.sock >"$state/podman.log" 2>&1 &
+		echo $! >"$state/podman.pid"
+		wait_for podman /run/podman/podman.sock "$state/podman.pid" || rm -f "$state/podman.pid"
+	else
+		echo "engines: podman is not installed"
+	fi
+	;;
+stop)
+	for name in dockerd podman; do
+		[ -s "$state/$name.pid" ] || continue
+		pid=$(cat "$state/$name.pid")
+		kill "$pid" 2>/dev/null
+		i=0
+		while kill -0 "$pid" 2>/dev/null && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
+		kill -9 "$pid" 2>/dev/null
+		rm -f "$state/$name.pid"
+		echo "engines: stopped $name"
+	done
+	;;
+*)
+	echo "usage: $0 start|stop STATE_DIR" >&2
+	exit 2
+	;;
+esac
+exit 0

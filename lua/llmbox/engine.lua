@@ -163,14 +163,14 @@ end
 --- engine.connect(kind | endpoint) -> engine | nil, err: reaches the engine, checks that it
 --- speaks the Engine API, and pins the API version it offers (e.version, e.api_version).
 function _M.connect(what)
-    local ep, err = what, nil
+    local ep = what
     if type(what) ~= "table" then
+        local err
         ep, err = _M.endpoint(what)
         if not ep then return nil, err end
     end
     local e = setmetatable({ endpoint = ep }, Engine)
-    local v
-    v, err = e:json("GET", "/version", nil, { timeout_ms = 10000 })
+    local v, err = e:json("GET", "/version", nil, { timeout_ms = 10000 })
     if not v then return nil, err end
     if type(v) ~= "table" or type(v.ApiVersion) ~= "string" then
         return nil, format("%s does not answer like a %s engine (no ApiVersion in /version)", ep.name,

@@ -49,9 +49,12 @@ DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccom
 # DEPS_TEST: a `:=` assignment expands what it names at once.
 DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby python3-pip \
               python3-matplotlib python3-numpy python3-plotly python3-seaborn r-cran-ggplot2
-# docker.io and podman: the engines spec/02-integration/engine_spec.lua talks to (spec/run.sh
-# starts them); curl: spec/support/engines.sh asks them whether they answer.
-DEPS_TEST  := lua-busted lua-check clang-format luarocks procps openssl curl docker.io podman $(DEPS_LANGS)
+# docker.io and podman (with catatonit, the init its containers get): the engines
+# spec/02-integration/engine_spec.lua talks to (spec/run.sh starts them); curl:
+# spec/support/engines.sh asks them whether they answer; busybox-static: the image the engine
+# specs import (no registry here).
+DEPS_TEST  := lua-busted lua-check clang-format luarocks procps openssl curl docker.io podman catatonit \
+              busybox-static $(DEPS_LANGS)
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test soak lint format install uninstall clean paths
 

@@ -8,7 +8,8 @@
 --     network  = { mode = "none" | ... }   what the policy asks for; a driver refuses what it lacks
 --     mounts   = { { src =, dst =, optional = }, ... }   read-only paths from the host
 --     image    = nil                        (images: a later issue)
---     limits   = { workspace =, tmp =, cgroup = "require" | ..., cpus = }   the sandbox's own
+--     limits   = { workspace =, tmp =, cgroup = "require" | ..., cpus =,   the sandbox's own, and
+--                  memory =, processes =, open_files = }                   its runs' ceilings
 --     syscalls = { default =, action =, deny =, allow =, deny_namespace_clone =, deny_ioctls = }
 --     hostname = "llmbox",
 --   }
@@ -70,7 +71,9 @@ function _M.sandbox(policy, recipe)
         policy = { name = policy.name, path = policy.path },
         network = { mode = policy.network.mode },
         mounts = mounts(policy, recipe),
-        limits = { workspace = lim.workspace, tmp = lim.tmp, cgroup = lim.cgroup, cpus = lim.cpus },
+        -- the sandbox's sizes, and the ceilings of its runs (a container's cgroup holds them all)
+        limits = { workspace = lim.workspace, tmp = lim.tmp, cgroup = lim.cgroup, cpus = lim.cpus,
+            memory = lim.memory, processes = lim.processes, open_files = lim.open_files },
         syscalls = {
             default = sc.default,
             action = sc.action,

@@ -122,3 +122,127 @@ for _, kind in ipairs({ "docker", "podman" }) do
         end)
     end)
 end
+
+-- A container made from the translation of the neutral spec (llmbox.backends.container), on each
+-- real engine: it is what create_body promises. The image is a static busybox (no registry here),
+-- imported through the engine's API.
+local container = require "llmbox.backends.container"
+local plan = require "llmbox.plan"
+local policy = require "llmbox.policy"
+
+-- a name both engines keep as given (Podman would put a short name under docker.io/library/)
+local IMAGE = "localhost/llmbox-test-busybox:1"
+local APPLETS = { "sh", "id", "cat", "grep", "touch", "unshare", "sleep", "ls", "echo" }
+
+-- Imports the busybox image into the engine unless it has it.
+local function busybox_image(e)
+    local res = e:request("GET", "/images/" .. IMAGE .. "/json")
+    if res and res.status == 200 then return true end
+    local dir = helpers.tmpdir()
+    local cmd = { "mkdir -p " .. dir .. "/root/bin", "cp /bin/busybox " .. dir .. "/root/bin/busybox" }
+    for _, a in ipairs(APPLETS) do cmd[#cmd + 1] = ("ln -s busybox %s/root/bin/%s"):format(dir, a) end
+    cmd[#cmd + 1] = ("tar -C %s/root -cf %s/image.tar ."):format(dir, dir)
+    assert(os.execute(table.concat(cmd, " && ")))
+    local tar = assert(helpers.read(dir .. "/image.tar"))
+    return e:json("POST", "/images/create?fromSrc=-&repo=" .. IMAGE, tar,
+        { headers = { ["Content-Type"] = "application/x-tar" }, timeout_ms = 60000 })
+end
+
+-- Runs argv in the container: exit code, stdout, stderr.
+local function exec(e, id, argv)
+    local x = assert(e:json("POST", "/containers/" .. id .. "/exec",
+        { Cmd = argv, AttachStdout = true, AttachStderr = true }))
+    local res = assert(e:request("POST", "/exec/" .. x.Id .. "/start", { Detach = false, Tty = false }))
+    assert.equal(200, res.status, res.body)
+    local out, err = container.demux(res.body)
+    local info = assert(e:json("GET", "/exec/" .. x.Id .. "/json"))
+    return info.ExitCode, out, err
+end
+
+for _, kind in ipairs({ "docker", "podman" }) do
+    describe(("a container from the sandbox spec on %s"):format(kind), function()
+        local e, why = engine.connect(kind)
+        local id
+
+        setup(function()
+            if not e then return end
+            assert(busybox_image(e))
+            local spec = plan.sandbox(assert(policy.load("default")), nil)
+            local seccomp_file
+            if kind == "podman" then
+                -- Podman reads the profile from a file on its host (this one)
+                seccomp_file = helpers.tmppath(".json")
+                helpers.write(seccomp_file, container.profile_json(container.seccomp_profile(spec.syscalls)))
+            end
+            local nproc
+            if kind == "podman" then
+                -- below the engine's own hard limit, which may be lower than this process's
+                nproc = math.min(4096,
+                    tonumber(assert(helpers.read("/proc/self/limits")):match("Max processes%s+%S+%s+(%d+)")))
+            end
+            local body = assert(container.create_body(spec, { image = IMAGE, seccomp_file = seccomp_file,
+                nproc = nproc }))
+            local made = assert(e:json("POST", "/containers/create", body))
+            id = made.Id
+            assert(e:json("POST", "/containers/" .. id .. "/start"))
+        end)
+        teardown(function()
+            if id then e:request("DELETE", "/containers/" .. id .. "?force=1") end
+        end)
+
+        local function needs_engine()
+            if not e then
+                pending(("no %s engine reachable: %s"):format(kind, tostring(why)))
+                return false
+            end
+            return true
+        end
+
+        it("runs as the sandbox user with no capabilities, no new privileges and a seccomp filter", function()
+            if not needs_engine() then return end
+            local code, out = exec(e, id, { "id", "-u" })
+            assert.equal(0, code)
+            assert.equal("1000\n", out)
+            code, out = exec(e, id, { "grep", "-E", "^(CapEff|CapPrm|NoNewPrivs|Seccomp):", "/proc/self/status" })
+            assert.equal(0, code)
+            assert.matches("CapPrm:%s+0000000000000000", out)
+            assert.matches("CapEff:%s+0000000000000000", out)
+            assert.matches("NoNewPrivs:%s+1", out)
+            assert.matches("Seccomp:%s+2", out)
+        end)
+
+        it("has a read-only root, a writable workspace and /tmp, and no network but loopback", function()
+            if not needs_engine() then return end
+            local code, _, err = exec(e, id, { "touch", "/new-file" })
+            assert.is_not.equal(0, code)
+            assert.matches("Read%-only file system", err)
+            local made
+            code, _, made = exec(e, id, { "touch", "/sandbox/kept", "/tmp/t" })
+            assert.equal(0, code, made)
+            local out
+            code, out = exec(e, id, { "cat", "/proc/net/dev" })
+            assert.equal(0, code)
+            local ifaces = {}
+            for iface in out:gmatch("\n%s*([%w@._-]+):") do ifaces[#ifaces + 1] = iface end
+            assert.same({ "lo" }, ifaces)
+        end)
+
+        it("refuses new namespaces through the policy's syscall rules", function()
+            if not needs_engine() then return end
+            local code, _, err = exec(e, id, { "unshare", "-U", "true" })
+            assert.is_not.equal(0, code)
+            assert.matches("Operation not permitted", err, 1, true)
+        end)
+
+        it("carries llmbox's label, the policy's ceilings and the init", function()
+            if not needs_engine() then return end
+            local info = assert(e:json("GET", "/containers/" .. id .. "/json"))
+            local p = assert(policy.load("default"))
+            assert.equal("1", info.Config.Labels["io.llmbox.managed"])
+            assert.equal(p.limits.memory, info.HostConfig.Memory)
+            assert.equal(p.limits.processes + 2, info.HostConfig.PidsLimit)
+            assert.is_true(info.HostConfig.ReadonlyRootfs)
+            assert.equal("none", info.HostConfig.NetworkMode)
+        end)
+    end)
+end

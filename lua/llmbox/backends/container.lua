@@ -1,0 +1,215 @@
+-- The container engines' side of the neutral sandbox spec (llmbox.plan): what a Docker or Podman
+-- container must be to keep native's promise, as an Engine API ContainerCreate body. Pure data,
+-- so the translation is tested without an engine (spec/01-unit/container_spec.lua) and against
+-- both real engines (spec/02-integration/engine_spec.lua). The docker and podman drivers send it.
+--
+--   container.create_body(spec, { image = "python:3.12-slim" }) -> body | nil, err
+--   container.seccomp_profile(spec.syscalls) -> an OCI seccomp profile (the policy's rules)
+--
+-- Deny by default, as everywhere: no network, every capability dropped, no new privileges, the
+-- policy's syscall rules as the container's seccomp profile, a read-only root with size-limited
+-- tmpfs for the workspace and /tmp, memory and process ceilings, a non-root user, an init that
+-- reaps. What a container cannot honour is refused, never run with less.
+local type, ipairs, pairs, tostring, format, concat = type, ipairs, pairs, tostring, string.format, table.concat
+local core = require "llmbox.core"
+local json = require "llmbox.json"
+
+local _M = { _VERSION = "0.1.0" }
+
+-- Where things are in a container: the same paths as native, so recipes and specs need not know.
+_M.layout = { workspace = "/sandbox", code = "/tmp/llmbox", plots = "/tmp/llmbox/plots", tmp = "/tmp" }
+
+-- The user programs run as (native's sandbox user has the same ids).
+_M.USER = "1000:1000"
+
+-- The labels that mark what llmbox created: nothing without them is ever removed.
+_M.LABEL = "io.llmbox.managed"
+
+-- The flags of clone(2) that make namespaces (native refuses them the same way).
+local CLONE_NEW = {
+    0x10000000, -- CLONE_NEWUSER
+    0x00020000, -- CLONE_NEWNS
+    0x20000000, -- CLONE_NEWPID
+    0x40000000, -- CLONE_NEWNET
+    0x08000000, -- CLONE_NEWIPC
+    0x04000000, -- CLONE_NEWUTS
+    0x02000000, -- CLONE_NEWCGROUP
+    0x00000080, -- CLONE_NEWTIME
+}
+
+local EPERM, ENOSYS = 1, 38
+
+-- 0xffffffff00000000: beyond a double's exact integers, so it stays a string here and becomes a
+-- bare number in the JSON (profile_json), which the engines read as a uint64.
+local HIGH_BITS = "18446744069414584320"
+
+--- container.profile_json(profile) -> the profile as JSON, 64-bit values as bare numbers
+function _M.profile_json(profile)
+    local text = json.encode(profile)
+    return (text:gsub('"' .. HIGH_BITS .. '"', HIGH_BITS))
+end
+
+--- container.seccomp_profile(syscalls) -> profile: the policy's syscall rules in the engines'
+--- (OCI) profile format, built the way native's filter is (runtime/seccomp.c), so a call gets
+--- the same answer on either: EPERM (or a kill) for a refused call, ENOSYS for what an allow
+--- list leaves out, clone3 absent so libc falls back to clone, whose namespace flags are refused
+--- one by one, and the policy's ioctls refused by number. Only the native ABI is listed: calls
+--- through another (i386's int 0x80, x32) match no architecture and are refused.
+function _M.seccomp_profile(sc)
+    local allow_list = sc.default == "deny"
+    local kill = sc.action == "kill"
+    -- in allow-list mode the refusals must differ from the default (ENOSYS or kill): EPERM
+    local deny = (kill and not allow_list) and "SCMP_ACT_KILL_PROCESS" or "SCMP_ACT_ERRNO"
+    local rules = {}
+    local function rule(names, action, errno, args)
+        local r = { names = names, action = action, args = args }
+        if action == "SCMP_ACT_ERRNO" then r.errnoRet = errno end
+        rules[#rules + 1] = r
+    end
+    local listed = {}
+    for _, name in ipairs(sc.allow or {}) do listed[name] = true end
+    local ns_clone = sc.deny_namespace_clone ~= false
+    local ioctls = sc.deny_ioctls or {}
+    local profile = { architectures = { "SCMP_ARCH_X86_64" }, syscalls = json.array(rules) }
+    if allow_list then
+        profile.defaultAction = kill and "SCMP_ACT_KILL_PROCESS" or "SCMP_ACT_ERRNO"
+        profile.defaultErrnoRet = ENOSYS
+        local names = {}
+        for _, name in ipairs(sc.allow or {}) do
+            -- clone and ioctl get conditional rules below
+            local conditional = (ns_clone and (name == "clone" or name == "clone3")) or (#ioctls > 0 and name == "ioctl")
+            if not conditional then names[#names + 1] = name end
+        end
+        if #names > 0 then rule(names, "SCMP_ACT_ALLOW") end
+    else
+        profile.defaultAction = "SCMP_ACT_ALLOW"
+        if sc.deny and #sc.deny > 0 then rule(sc.deny, deny, EPERM) end
+    end
+    if ns_clone then
+        if not allow_list or kill then rule({ "clone3" }, "SCMP_ACT_ERRNO", ENOSYS) end
+        local all = 0
+        for _, flag in ipairs(CLONE_NEW) do
+            rule({ "clone" }, deny, EPERM, { { index = 0, value = flag, valueTwo = flag, op = "SCMP_CMP_MASKED_EQ" } })
+            all = all + flag
+        end
+        if allow_list and listed.clone then
+            rule({ "clone" }, "SCMP_ACT_ALLOW", nil, { { index = 0, value = all, valueTwo = 0, op = "SCMP_CMP_MASKED_EQ" } })
+        end
+    end
+    for _, name in ipairs(ioctls) do
+        local number = core.ioctl_number(name)
+        if number then
+            -- the kernel compares ioctl's request as 32 bits
+            rule({ "ioctl" }, deny, EPERM,
+                { { index = 1, value = 0xffffffff, valueTwo = number, op = "SCMP_CMP_MASKED_EQ" } })
+        end
+    end
+    if allow_list and #ioctls > 0 and listed.ioctl then
+        -- after the denials: a request with no high bits
+        rule({ "ioctl" }, "SCMP_ACT_ALLOW", nil,
+            { { index = 1, value = HIGH_BITS, valueTwo = 0, op = "SCMP_CMP_MASKED_EQ" } })
+    end
+    return profile
+end
+
+-- The options of a tmpfs of `bytes`. exec: the engines add noexec unless told, and compiled
+-- programs run from the code directory in /tmp.
+local function tmpfs(bytes, mode)
+    return format("rw,exec,nosuid,nodev,size=%d,mode=%s", bytes, mode)
+end
+
+--- container.create_body(spec, opts) -> body | nil, err: the ContainerCreate body for a neutral
+--- sandbox spec. opts.image (required): the image; opts.labels: more labels; opts.seccomp_file:
+--- where the engine finds the profile (Podman, which reads a path; the profile_json of
+--- seccomp_profile(spec.syscalls)); without it the profile goes in the body (Docker);
+--- opts.nproc: RLIMIT_NPROC to set (Podman: the engine host's hard limit).
+function _M.create_body(spec, opts)
+    local pol = spec.policy
+    if type(opts) ~= "table" or type(opts.image) ~= "string" or opts.image == "" then
+        error("create_body: opts.image is required", 2)
+    end
+    if spec.network.mode ~= "none" then
+        return nil, format("policy %q asks for network mode %q; the container backends provide only \"none\" "
+            .. "(no network at all)", pol.name, spec.network.mode)
+    end
+    local lim = spec.limits
+    for _, k in ipairs({ "workspace", "tmp", "memory", "processes" }) do
+        if type(lim[k]) ~= "number" or not (lim[k] > 0) then
+            return nil, format("sandbox spec: limits.%s must be a positive number", k)
+        end
+    end
+    local labels = { [_M.LABEL] = "1", ["io.llmbox.policy"] = tostring(pol.name) }
+    for k, v in pairs(opts.labels or {}) do labels[k] = tostring(v) end
+    local host = {
+        NetworkMode = "none",
+        CapDrop = { "ALL" },
+        -- Docker takes the profile itself; Podman's API reads it from a file of the engine's host
+        SecurityOpt = { "no-new-privileges:true",
+            "seccomp=" .. (opts.seccomp_file or _M.profile_json(_M.seccomp_profile(spec.syscalls))) },
+        ReadonlyRootfs = true,
+        Tmpfs = {
+            [_M.layout.workspace] = tmpfs(lim.workspace, "1777"),
+            [_M.layout.tmp] = tmpfs(lim.tmp, "1777"),
+        },
+        ShmSize = lim.tmp,
+        -- the policy's memory ceiling for the whole container, swap included (no swap)
+        Memory = lim.memory,
+        MemorySwap = lim.memory,
+        -- the runs' processes, plus the init and the keeper
+        PidsLimit = lim.processes + 2,
+        Init = true,
+        Privileged = false,
+        AutoRemove = false,
+    }
+    if lim.cpus then host.NanoCpus = math.floor(lim.cpus * 1e9 + 0.5) end
+    local ulimits = {}
+    if lim.open_files then
+        ulimits[#ulimits + 1] = { Name = "nofile", Soft = lim.open_files, Hard = lim.open_files }
+    end
+    if opts.nproc then
+        -- Podman raises RLIMIT_NPROC to the maximum unless told, which fails where the engine
+        -- lacks CAP_SYS_RESOURCE: the caller's hard limit is what the engine's host allows
+        ulimits[#ulimits + 1] = { Name = "nproc", Soft = opts.nproc, Hard = opts.nproc }
+    end
+    if #ulimits > 0 then host.Ulimits = ulimits end
+    return {
+        Image = opts.image,
+        -- a keeper that any image's shell runs; every run is an exec beside it
+        Entrypoint = { "/bin/sh" },
+        Cmd = { "-c", "while :; do sleep 3600; done" },
+        User = _M.USER,
+        -- no WorkingDir: an engine creates it in the image's root (mode 0755, root's) and copies
+        -- that mode onto the tmpfs mounted there; each exec names its own working directory
+        Hostname = spec.hostname,
+        Env = json.array({}),
+        Labels = labels,
+        NetworkDisabled = true,
+        HostConfig = host,
+    }
+end
+
+--- container.demux(data) -> stdout, stderr, rest: an exec's output as the engines send it when
+--- no TTY is attached (frames of an 8-byte header — stream, 3 zero bytes, big-endian length —
+--- and the payload); rest is an incomplete frame to prepend to the next chunk.
+function _M.demux(data)
+    local out, err = {}, {}
+    local pos, n = 1, #data
+    while n - pos + 1 >= 8 do
+        local stream = data:byte(pos)
+        local b1, b2, b3, b4 = data:byte(pos + 4, pos + 7)
+        local len = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+        if n - pos + 1 < 8 + len then break end
+        local payload = data:sub(pos + 8, pos + 7 + len)
+        if stream == 2 then err[#err + 1] = payload else out[#out + 1] = payload end
+        pos = pos + 8 + len
+    end
+    return concat(out), concat(err), data:sub(pos)
+end
+
+-- What create_body sets, for messages and docs: the hardening in one line.
+function _M.describe()
+    return concat({ "no network", "all capabilities dropped", "no-new-privileges", "the policy's seccomp rules",
+        "read-only root", "tmpfs workspace and /tmp", "memory and pids ceilings", "user " .. _M.USER, "an init" }, ", ")
+end
+
+return _M

@@ -1,0 +1,153 @@
+-- The container engines' translation of the neutral sandbox spec (llmbox.backends.container):
+-- the ContainerCreate body and the seccomp profile, checked without an engine. What the real
+-- engines make of it is in spec/02-integration/engine_spec.lua.
+local container = require "llmbox.backends.container"
+local core = require "llmbox.core"
+local plan = require "llmbox.plan"
+local policy = require "llmbox.policy"
+
+local function spec_for(name)
+    return plan.sandbox(assert(policy.load(name)), nil)
+end
+
+-- The rules of a profile that name `syscall`.
+local function rules_for(profile, syscall)
+    local out = {}
+    for _, r in ipairs(profile.syscalls) do
+        for _, n in ipairs(r.names) do
+            if n == syscall then out[#out + 1] = r end
+        end
+    end
+    return out
+end
+
+describe("container create body #unpriv", function()
+    local p = assert(policy.load("default"))
+
+    it("is hardened by default, with the policy's sizes and ceilings", function()
+        local body = assert(container.create_body(spec_for("default"), { image = "img:1" }))
+        local h = body.HostConfig
+        assert.equal("img:1", body.Image)
+        assert.equal("1000:1000", body.User)
+        assert.is_nil(body.WorkingDir) -- see create_body: it would make the workspace root's
+        assert.is_true(body.NetworkDisabled)
+        assert.equal("none", h.NetworkMode)
+        assert.same({ "ALL" }, h.CapDrop)
+        assert.equal("no-new-privileges:true", h.SecurityOpt[1])
+        assert.matches("^seccomp={", h.SecurityOpt[2])
+        assert.is_true(h.ReadonlyRootfs)
+        assert.is_false(h.Privileged)
+        assert.is_true(h.Init)
+        assert.equal(("rw,exec,nosuid,nodev,size=%d,mode=1777"):format(p.limits.workspace), h.Tmpfs["/sandbox"])
+        assert.equal(("rw,exec,nosuid,nodev,size=%d,mode=1777"):format(p.limits.tmp), h.Tmpfs["/tmp"])
+        assert.equal(p.limits.memory, h.Memory)
+        assert.equal(p.limits.memory, h.MemorySwap) -- no swap beyond the ceiling
+        assert.equal(p.limits.processes + 2, h.PidsLimit)
+        assert.same({ { Name = "nofile", Soft = p.limits.open_files, Hard = p.limits.open_files } }, h.Ulimits)
+        assert.equal("1", body.Labels["io.llmbox.managed"])
+        assert.equal("default", body.Labels["io.llmbox.policy"])
+        assert.is_nil(h.Binds)
+        assert.is_nil(h.NanoCpus)
+    end)
+
+    it("sets a CPU quota when the policy has one, and keeps the caller's labels beside its own", function()
+        local spec = spec_for("default")
+        spec.limits.cpus = 0.5
+        local body = assert(container.create_body(spec, { image = "img:1", labels = { team = "a" } }))
+        assert.equal(500000000, body.HostConfig.NanoCpus)
+        assert.equal("a", body.Labels.team)
+        assert.equal("1", body.Labels["io.llmbox.managed"])
+    end)
+
+    it("refuses a network it cannot give, and a missing image, saying which", function()
+        local spec = spec_for("default")
+        spec.network = { mode = "egress" }
+        local body, err = container.create_body(spec, { image = "img:1" })
+        assert.is_nil(body)
+        assert.equal('policy "default" asks for network mode "egress"; the container backends provide only '
+            .. '"none" (no network at all)', err)
+        assert.has_error(function() container.create_body(spec_for("default"), {}) end,
+            "create_body: opts.image is required")
+    end)
+end)
+
+describe("container seccomp profile #unpriv", function()
+    it("refuses the policy's deny list with EPERM, and clone3 with ENOSYS (libc falls back to clone)", function()
+        local sc = spec_for("default").syscalls
+        local prof = container.seccomp_profile(sc)
+        assert.equal("SCMP_ACT_ALLOW", prof.defaultAction)
+        local mount = rules_for(prof, "mount")
+        assert.equal(1, #mount)
+        assert.equal("SCMP_ACT_ERRNO", mount[1].action)
+        assert.equal(1, mount[1].errnoRet)
+        for _, name in ipairs(sc.deny) do assert.equal(1, #rules_for(prof, name), name) end
+        local clone3 = rules_for(prof, "clone3")
+        assert.equal(38, clone3[1].errnoRet)
+    end)
+
+    it("refuses every namespace flag of clone, one rule per flag", function()
+        local prof = container.seccomp_profile(spec_for("default").syscalls)
+        local clone = rules_for(prof, "clone")
+        assert.equal(8, #clone)
+        for _, r in ipairs(clone) do
+            assert.equal("SCMP_CMP_MASKED_EQ", r.args[1].op)
+            assert.equal(0, r.args[1].index)
+            assert.equal(r.args[1].value, r.args[1].valueTwo)
+        end
+    end)
+
+    it("kills instead when the policy says kill, and refuses the policy's ioctls by number", function()
+        local prof = container.seccomp_profile({ default = "allow", action = "kill", deny = { "ptrace" },
+            deny_ioctls = { "TIOCSTI" } })
+        assert.equal("SCMP_ACT_KILL_PROCESS", rules_for(prof, "ptrace")[1].action)
+        local ioctl = rules_for(prof, "ioctl")
+        assert.equal(1, #ioctl)
+        assert.equal(core.ioctl_number("TIOCSTI"), ioctl[1].args[1].valueTwo)
+        assert.equal(1, ioctl[1].args[1].index)
+    end)
+
+    it("writes 64-bit masks as bare JSON numbers the engines read as uint64", function()
+        local prof = container.seccomp_profile({ default = "deny", action = "errno", allow = { "ioctl", "read" },
+            deny_ioctls = { "TIOCSTI" } })
+        local text = container.profile_json(prof)
+        assert.matches('"value":18446744069414584320', text, 1, true)
+        assert.matches('"value":4294967295', text, 1, true)
+    end)
+
+    it("turns an allow list (default deny) into ENOSYS for the rest, as native does", function()
+        local sc = spec_for("strict").syscalls
+        assert.equal("deny", sc.default)
+        local prof = container.seccomp_profile(sc)
+        assert.equal("SCMP_ACT_ERRNO", prof.defaultAction)
+        assert.equal(38, prof.defaultErrnoRet)
+        local allowed = rules_for(prof, "read")
+        assert.equal("SCMP_ACT_ALLOW", allowed[1].action)
+        assert.same({}, rules_for(prof, "clone3")) -- left out: ENOSYS by default
+        -- clone: allowed only without namespace flags, after the refusals
+        local clone = rules_for(prof, "clone")
+        assert.equal(9, #clone)
+        assert.equal("SCMP_ACT_ALLOW", clone[9].action)
+        assert.equal(0, clone[9].args[1].valueTwo)
+    end)
+end)
+
+describe("container exec streams #unpriv", function()
+    local function frame(stream, payload)
+        local n = #payload
+        return string.char(stream, 0, 0, 0, math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+            math.floor(n / 256) % 256, n % 256) .. payload
+    end
+
+    it("splits stdout and stderr frames, and keeps an incomplete frame for the next chunk", function()
+        local big = string.rep("x", 70000)
+        local data = frame(1, "out1\n") .. frame(2, "err\n") .. frame(1, big) .. frame(1, "tail")
+        local out, err, rest = container.demux(data)
+        assert.equal("out1\n" .. big .. "tail", out)
+        assert.equal("err\n", err)
+        assert.equal("", rest)
+        out, err, rest = container.demux(data:sub(1, 20))
+        assert.equal("", err)
+        assert.equal("out1\n", out)
+        assert.equal(data:sub(14, 20), rest)
+    end)
+end)

@@ -17,6 +17,8 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #define MAX_SOCKETS	 64
@@ -38,6 +40,7 @@ struct lb_http_req {
 	struct curl_slist *headers;
 	char errbuf[CURL_ERROR_SIZE];
 	char *unix_socket; /* for messages: where we connected */
+	bool connect_only; /* a raw stream once connected (lb_http_send, lb_http_recv) */
 	bool done;
 	CURLcode result;
 	uint64_t max_body, received;
@@ -210,6 +213,8 @@ static int set_options(lb_http_req *r, const lb_http_request *rq, lb_error *err)
 		SET(CURLOPT_SSLKEY, rq->key_file);
 	if (rq->timeout_ms > 0)
 		SET(CURLOPT_TIMEOUT_MS, rq->timeout_ms);
+	if (rq->connect_only)
+		SET(CURLOPT_CONNECT_ONLY, 1L);
 	if (rq->connect_timeout_ms > 0)
 		SET(CURLOPT_CONNECTTIMEOUT_MS, rq->connect_timeout_ms);
 	if (strcmp(method, "HEAD") == 0)
@@ -266,6 +271,7 @@ lb_http_req *lb_http_begin(lb_http *h, const lb_http_request *rq, lb_error *err)
 	r->h = h;
 	h->refs++;
 	r->max_body = rq->max_body;
+	r->connect_only = rq->connect_only;
 	if (rq->unix_socket && !(r->unix_socket = strdup(rq->unix_socket))) {
 		lb_fail(err, ENOMEM, "out of memory");
 		req_free(r);
@@ -444,4 +450,67 @@ void lb_http_discard(lb_http_req *r)
 	if (!r->done)
 		r->h->running--;
 	req_free(r);
+}
+
+/* ---- raw streams (connect_only) ---- */
+
+/* The connection of a finished connect_only request, or -1 with err filled. */
+static int stream_ready(lb_http_req *r, lb_error *err)
+{
+	if (!r->connect_only)
+		return lb_fail(err, EINVAL, "the request is not a stream (connect_only)");
+	if (!r->done)
+		return lb_fail(err, EINPROGRESS, "the stream is not connected yet");
+	if (r->result != CURLE_OK)
+		return fail_transfer(r, err);
+	return 0;
+}
+
+int lb_http_fd(lb_http_req *r)
+{
+	curl_socket_t s = CURL_SOCKET_BAD;
+	if (!r->connect_only || !r->done || r->result != CURLE_OK ||
+	    curl_easy_getinfo(r->easy, CURLINFO_ACTIVESOCKET, &s) != CURLE_OK)
+		return -1;
+	return s == CURL_SOCKET_BAD ? -1 : (int)s;
+}
+
+int lb_http_send(lb_http_req *r, const char *buf, size_t len, size_t *sent, lb_error *err)
+{
+	*sent = 0;
+	if (stream_ready(r, err) < 0)
+		return -1;
+	CURLcode c = curl_easy_send(r->easy, buf, len, sent);
+	if (c == CURLE_AGAIN)
+		return 1;
+	if (c != CURLE_OK)
+		return lb_fail(err, EPIPE, "sending on the stream: %s", curl_easy_strerror(c));
+	return 0;
+}
+
+int lb_http_recv(lb_http_req *r, char *buf, size_t cap, size_t *got, lb_error *err)
+{
+	*got = 0;
+	if (stream_ready(r, err) < 0)
+		return -1;
+	CURLcode c = curl_easy_recv(r->easy, buf, cap, got);
+	if (c == CURLE_AGAIN)
+		return 1;
+	if (c != CURLE_OK)
+		return lb_fail(err, EIO, "reading the stream: %s", curl_easy_strerror(c));
+	return 0;
+}
+
+int lb_http_shutdown_write(lb_http_req *r, lb_error *err)
+{
+	if (stream_ready(r, err) < 0)
+		return -1;
+	const char *scheme = NULL;
+	curl_easy_getinfo(r->easy, CURLINFO_SCHEME, &scheme);
+	if (scheme && strcasecmp(scheme, "https") == 0)
+		return lb_fail(err, EOPNOTSUPP, "a TLS stream cannot be half-closed");
+	int fd = lb_http_fd(r);
+	if (fd < 0 || shutdown(fd, SHUT_WR) < 0)
+		return lb_fail_sys(err, fd < 0 ? EBADF : errno, "ending the stream's input");
+	return 0;
 }

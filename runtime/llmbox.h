@@ -314,6 +314,7 @@ typedef struct lb_http_request {
 	const char *ca_file, *cert_file, *key_file; /* TLS: whom to trust, our certificate */
 	long timeout_ms, connect_timeout_ms;	    /* 0: none */
 	uint64_t max_body; /* a longer response fails the request with EFBIG; 0: none */
+	bool connect_only; /* only connect (and TLS): the request is then a raw stream */
 } lb_http_request;
 
 typedef struct lb_http_response {
@@ -334,6 +335,14 @@ void lb_http_consume(lb_http_req *r, size_t len);
  * peer and the cause (ETIMEDOUT, ECONNREFUSED, EPROTO for TLS, EFBIG for max_body). */
 int lb_http_end(lb_http_req *r, lb_http_response *res, lb_error *err);
 void lb_http_discard(lb_http_req *r); /* ends it unfinished */
+/* A connect_only request, once done, is a raw stream over the connection (an engine's
+ * "Upgrade: tcp" exec, which carries stdin): send and recv return 0 (*n bytes moved; recv's 0
+ * means the peer closed), 1 when the caller should wait on lb_http_fd, -1 with err. A stream
+ * ends with lb_http_discard. shutdown_write ends what the peer reads (plain connections only). */
+int lb_http_fd(lb_http_req *r);
+int lb_http_send(lb_http_req *r, const char *buf, size_t len, size_t *sent, lb_error *err);
+int lb_http_recv(lb_http_req *r, char *buf, size_t cap, size_t *got, lb_error *err);
+int lb_http_shutdown_write(lb_http_req *r, lb_error *err);
 
 /* ---- host probes (probe.c), for `llmbox doctor` ---- */
 

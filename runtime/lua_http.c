@@ -15,6 +15,13 @@
  *   request:result()                   -> { status, headers = { [lower-case name] = value },
  *                                           body = what was not taken } | nil, err, errno_name
  *   request:discard()                  (garbage collection does the same)
+ * A request with connect_only = true only connects; once done it is a raw stream (an engine's
+ * "Upgrade: tcp" exec carries stdin this way):
+ *   stream:fd()                        -> the socket to watch | nil
+ *   stream:send(data)                  -> bytes sent [, "again"] | nil, err, errno_name
+ *   stream:recv([max])                 -> data | "", "again" | "", "eof" | nil, err, errno_name
+ *   stream:shutdown_write()            -> true | nil, err (the peer reads EOF; not over TLS)
+ *   stream:wait("r" | "w" | "rw", ms)  -> ready (for blocking callers)
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -117,6 +124,9 @@ static int l_request(lua_State *L)
 	if (!(max >= 0 && max <= 9007199254740992.0))
 		return luaL_argerror(L, 2, "max_body: expected a byte count (0 for no limit)");
 	rq.max_body = (uint64_t)max;
+	lua_pop(L, 1);
+	rawfield(L, 2, "connect_only");
+	rq.connect_only = lua_toboolean(L, -1);
 	lua_pop(L, 1);
 	rawfield(L, 2, "headers");
 	size_t n = lua_istable(L, -1) ? lua_objlen(L, -1) : 0;
@@ -255,6 +265,87 @@ static int l_request_result(lua_State *L)
 	return 1;
 }
 
+/* ---- raw streams (connect_only requests, once done) ---- */
+
+static int l_stream_fd(lua_State *L)
+{
+	int fd = lb_http_fd(check_request(L)->r);
+	if (fd < 0)
+		lua_pushnil(L);
+	else
+		lua_pushinteger(L, fd);
+	return 1;
+}
+
+/* stream:send(data) -> bytes sent [, "again"] | nil, err, errno_name */
+static int l_stream_send(lua_State *L)
+{
+	lrequest *q = check_request(L);
+	size_t len, sent;
+	const char *data = luaL_checklstring(L, 2, &len);
+	lb_error err = {0};
+	int rc = lb_http_send(q->r, data, len, &sent, &err);
+	if (rc < 0)
+		return lb_lua_push_error(L, &err);
+	lua_pushinteger(L, (lua_Integer)sent);
+	if (rc == 1) {
+		lua_pushliteral(L, "again");
+		return 2;
+	}
+	return 1;
+}
+
+/* stream:recv([max]) -> data | "", "again" | "", "eof" | nil, err, errno_name */
+static int l_stream_recv(lua_State *L)
+{
+	lrequest *q = check_request(L);
+	double max = luaL_optnumber(L, 2, 65536);
+	if (!(max >= 1 && max <= 16777216))
+		return luaL_argerror(L, 2, "expected a byte count (1 to 16 MiB)");
+	char stack[65536];
+	char *buf = max <= sizeof stack ? stack : lua_newuserdata(L, (size_t)max);
+	size_t got;
+	lb_error err = {0};
+	int rc = lb_http_recv(q->r, buf, (size_t)max, &got, &err);
+	if (rc < 0)
+		return lb_lua_push_error(L, &err);
+	lua_pushlstring(L, buf, got);
+	if (got > 0)
+		return 1;
+	lua_pushstring(L, rc == 1 ? "again" : "eof");
+	return 2;
+}
+
+/* stream:wait("r" | "w" | "rw", ms) -> ready (true | false): for blocking callers; an event
+ * loop watches stream:fd() instead */
+static int l_stream_wait(lua_State *L)
+{
+	int fd = lb_http_fd(check_request(L)->r);
+	const char *ev = luaL_checkstring(L, 2);
+	double ms = luaL_checknumber(L, 3);
+	if (!(ms >= -1 && ms <= 86400000))
+		return luaL_argerror(L, 3, "expected milliseconds (-1 to 86400000)");
+	if (fd < 0)
+		return luaL_error(L, "the stream has no connection");
+	struct pollfd pf = {.fd = fd,
+			    .events = (short)((strchr(ev, 'r') ? POLLIN : 0) |
+					      (strchr(ev, 'w') ? POLLOUT : 0))};
+	int r;
+	while ((r = poll(&pf, 1, (int)ms)) < 0 && errno == EINTR)
+		;
+	lua_pushboolean(L, r > 0);
+	return 1;
+}
+
+static int l_stream_shutdown_write(lua_State *L)
+{
+	lb_error err = {0};
+	if (lb_http_shutdown_write(check_request(L)->r, &err) < 0)
+		return lb_lua_push_error(L, &err);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 static int l_request_discard(lua_State *L)
 {
 	lrequest *q = luaL_checkudata(L, 1, REQUEST_MT);
@@ -270,11 +361,12 @@ int luaopen_llmbox_http_core(lua_State *L)
 						  {"step", l_client_step},
 						  {"close", l_client_close},
 						  {NULL, NULL}};
-	static const luaL_Reg request_methods[] = {{"done", l_request_done},
-						   {"take", l_request_take},
-						   {"result", l_request_result},
-						   {"discard", l_request_discard},
-						   {NULL, NULL}};
+	static const luaL_Reg request_methods[] = {
+		{"done", l_request_done},     {"take", l_request_take},
+		{"result", l_request_result}, {"discard", l_request_discard},
+		{"fd", l_stream_fd},	      {"send", l_stream_send},
+		{"recv", l_stream_recv},      {"shutdown_write", l_stream_shutdown_write},
+		{"wait", l_stream_wait},      {NULL, NULL}};
 	lb_lua_class(L, CLIENT_MT, client_methods, l_client_close);
 	lb_lua_class(L, REQUEST_MT, request_methods, l_request_discard);
 	lua_newtable(L);

@@ -15,8 +15,9 @@
 --           $XDG_RUNTIME_DIR/podman/podman.sock for others (`podman system service` listens there)
 local http = require "llmbox.http"
 local json = require "llmbox.json"
+local util = require "llmbox.util"
 
-local type, tostring, format, getenv = type, tostring, string.format, os.getenv
+local type, tostring, format, getenv, concat = type, tostring, string.format, os.getenv, table.concat
 
 local _M = { _VERSION = "0.1.0" }
 
@@ -158,6 +159,143 @@ function Engine:json(method, path, body, opts)
             _M.KINDS[self.endpoint.kind])
     end
     return doc
+end
+
+--- engine.demux(data) -> stdout, stderr, rest: an exec's output as the engines send it when
+--- no TTY is attached (frames of an 8-byte header — stream, 3 zero bytes, big-endian length —
+--- and the payload); rest is an incomplete frame to prepend to the next chunk.
+function _M.demux(data)
+    local out, err = {}, {}
+    local pos, n = 1, #data
+    while n - pos + 1 >= 8 do
+        local stream = data:byte(pos)
+        local b1, b2, b3, b4 = data:byte(pos + 4, pos + 7)
+        local len = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+        if n - pos + 1 < 8 + len then break end
+        local payload = data:sub(pos + 8, pos + 7 + len)
+        if stream == 2 then err[#err + 1] = payload else out[#out + 1] = payload end
+        pos = pos + 8 + len
+    end
+    return concat(out), concat(err), data:sub(pos)
+end
+
+--- e:upgrade(method, path [, body]) -> stream, status | nil, err, errno_name: a call whose
+--- answer takes over the connection ("Upgrade: tcp", as an exec's start with stdin does): the
+--- request is written by hand on a raw stream (llmbox.http), the status line and headers read
+--- back, and the stream handed over for what follows.
+function Engine:upgrade(method, path, body)
+    local ep = self.endpoint
+    local c = http.client()
+    local opts = request_opts(self, method, path, nil, { timeout_ms = 10000 })
+    local stream, err, code = c:connect(opts)
+    if not stream then return nil, unreachable(ep, err, code), code end
+    local payload = body ~= nil and json.encode(body) or ""
+    local head = concat({
+        format("%s %s HTTP/1.1", method, (self.prefix or "") .. path),
+        "Host: " .. ep.kind,
+        "Connection: Upgrade",
+        "Upgrade: tcp",
+        "Content-Type: application/json",
+        "Content-Length: " .. #payload,
+        "", "" }, "\r\n")
+    local ok
+    ok, err, code = stream:send(head .. payload)
+    if not ok then
+        stream:close()
+        return nil, err, code
+    end
+    -- the status line and headers, up to the blank line; what follows is the stream's
+    local got = ""
+    while not got:find("\r\n\r\n", 1, true) do
+        if #got > 65536 then
+            stream:close()
+            return nil, format("%s %s: the engine's answer has no end of headers", method, path)
+        end
+        local data, why, rcode = stream:recv(10000)
+        if not data then
+            stream:close()
+            return nil, format("%s %s: the engine closed the connection before answering (%s)", method, path,
+                tostring(why)), rcode
+        end
+        if data == "" then
+            stream:close()
+            return nil, format("%s %s: the engine did not answer within 10 s", method, path), "ETIMEDOUT"
+        end
+        got = got .. data
+    end
+    local stop = got:find("\r\n\r\n", 1, true)
+    local status = tonumber(got:match("^HTTP/1%.%d (%d%d%d)"))
+    local rest = got:sub(stop + 4)
+    if status ~= 101 and status ~= 200 then
+        -- an error's JSON body, as much as arrived with the headers
+        stream:close()
+        return nil, format("%s %s: %s (HTTP %s from the %s engine)", method, path:match("^[^?]*"),
+            engine_message({ body = rest }), tostring(status), _M.KINDS[ep.kind]), status
+    end
+    stream:unread(rest)
+    stream.client = c -- the stream's connection belongs to this client: keep it alive
+    return stream, status
+end
+
+--- e:exec(container, { argv, env, cwd, user, stdin }, on_output) -> { exit_code, stdout,
+--- stderr } | nil, err: runs argv in a running container to its end (Docker's exec API: with
+--- stdin over the upgraded connection), the output demultiplexed as it arrives and handed to
+--- on_output("stdout" | "stderr", chunk) when given.
+function Engine:exec(id, cmd, on_output)
+    local made, err, code = self:json("POST", "/containers/" .. id .. "/exec", {
+        Cmd = cmd.argv,
+        Env = json.array(cmd.env or {}),
+        WorkingDir = cmd.cwd,
+        User = cmd.user,
+        AttachStdin = cmd.stdin ~= nil,
+        AttachStdout = true,
+        AttachStderr = true,
+        Tty = false,
+    })
+    if not made then return nil, err, code end
+    local stream
+    stream, err, code = self:upgrade("POST", "/exec/" .. made.Id .. "/start", { Detach = false, Tty = false })
+    if not stream then return nil, err, code end
+    if cmd.stdin ~= nil then
+        local ok
+        ok, err, code = stream:send(cmd.stdin)
+        if ok then ok, err, code = stream:shutdown_write() end
+        if not ok then
+            stream:close()
+            return nil, "sending the exec's stdin: " .. tostring(err), code
+        end
+    end
+    local out, errs, rest = {}, {}, ""
+    while true do
+        local data, why, rcode = stream:recv(-1)
+        if not data then
+            if why ~= "eof" then
+                stream:close()
+                return nil, "reading the exec's output: " .. tostring(why), rcode
+            end
+            break
+        end
+        local o, e
+        o, e, rest = _M.demux(rest .. data)
+        if #o > 0 then
+            out[#out + 1] = o
+            if on_output then on_output("stdout", o) end
+        end
+        if #e > 0 then
+            errs[#errs + 1] = e
+            if on_output then on_output("stderr", e) end
+        end
+    end
+    stream:close()
+    -- the engine may not have recorded the exit code yet when the stream ends
+    local info
+    for _ = 1, 50 do
+        info, err, code = self:json("GET", "/exec/" .. made.Id .. "/json")
+        if not info then return nil, err, code end
+        if not info.Running then break end
+        util.sleep_ms(10)
+    end
+    return { exit_code = info.ExitCode, stdout = concat(out), stderr = concat(errs) }
 end
 
 --- engine.connect(kind | endpoint) -> engine | nil, err: reaches the engine, checks that it

@@ -104,6 +104,76 @@ function Request:discard()
     self.raw:discard()
 end
 
+-- Raw streams: a connection (unix socket, TCP or TLS) on which the caller speaks for itself, as
+-- an engine's exec does once a request upgrades it ("Upgrade: tcp": stdin one way, the output
+-- the other).
+local Stream = {}
+Stream.__index = Stream
+
+--- c:connect(opts) -> stream | nil, err, errno_name: connects (opts as for request: url,
+--- unix_socket, TLS files, timeout_ms for the connection) and hands the connection over.
+function Client:connect(opts)
+    if type(opts) ~= "table" or type(opts.url) ~= "string" then
+        error("connect: expected a table with a url", 2)
+    end
+    local spec = {}
+    for k, v in pairs(opts) do
+        if k ~= "headers" and k ~= "body" and k ~= "on_data" then spec[k] = v end
+    end
+    spec.connect_only = true
+    local raw, err, code = self.core:request(spec)
+    if not raw then return nil, err, code end
+    while not raw:done() do self.core:step(-1) end
+    if not raw:fd() then
+        -- the connection failed: result() says why
+        local res, ferr, fcode = raw:result()
+        if res then return nil, opts.url .. ": connected, but libcurl has no socket to hand over", "EIO" end
+        return nil, ferr, fcode
+    end
+    return setmetatable({ raw = raw, pending = "" }, Stream)
+end
+
+function Stream:fd() return self.raw:fd() end
+
+--- stream:send(data [, timeout_ms]) -> true | nil, err, errno_name: all of data, waiting as needed
+function Stream:send(data, timeout_ms)
+    local pos = 1
+    while pos <= #data do
+        local n, again, code = self.raw:send(data:sub(pos))
+        if not n then return nil, again, code end
+        pos = pos + n
+        if again and pos <= #data and not self.raw:wait("w", timeout_ms or 30000) then
+            return nil, "the stream took no data for " .. tostring(timeout_ms or 30000) .. " ms", "ETIMEDOUT"
+        end
+    end
+    return true
+end
+
+--- stream:recv([wait_ms]) -> data | "" (nothing yet) | nil, "eof" | nil, err, errno_name; what
+--- unread() put back comes first. wait_ms: how long to wait for data (0: not at all, -1: until
+--- some arrives)
+function Stream:recv(wait_ms)
+    if #self.pending > 0 then
+        local data = self.pending
+        self.pending = ""
+        return data
+    end
+    while true do
+        local data, state, code = self.raw:recv()
+        if data == nil then return nil, state, code end
+        if #data > 0 then return data end
+        if state == "eof" then return nil, "eof" end
+        if wait_ms == 0 then return "" end
+        if not self.raw:wait("r", wait_ms or -1) then return "" end
+    end
+end
+
+--- stream:unread(data): data the next recv returns first (what a reader took too much of)
+function Stream:unread(data) self.pending = data .. self.pending end
+
+function Stream:shutdown_write() return self.raw:shutdown_write() end
+function Stream:close() self.raw:discard() end
+
 -- One request, to its end: res | nil, err, errno_name.
 function _M.request(opts)
     if type(opts) ~= "table" then error("request: expected a table", 2) end

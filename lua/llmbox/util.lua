@@ -9,6 +9,7 @@ local _M = { _VERSION = "0.1.0" }
 ffi.cdef [[
 typedef struct { long tv_sec; long tv_nsec; } llmbox_timespec;
 int clock_gettime(int clk, llmbox_timespec *ts);
+int nanosleep(const llmbox_timespec *req, llmbox_timespec *rem);
 ]]
 local timespec = ffi.typeof("llmbox_timespec")
 
@@ -17,6 +18,14 @@ function _M.now_ms()
     local ts = timespec()
     ffi.C.clock_gettime(1, ts)
     return tonumber(ts.tv_sec) * 1e3 + tonumber(ts.tv_nsec) / 1e6
+end
+
+-- Sleeps ms milliseconds (for short waits on someone else's bookkeeping, such as an engine's).
+function _M.sleep_ms(ms)
+    local ts = timespec()
+    ts.tv_sec = floor(ms / 1000)
+    ts.tv_nsec = (ms % 1000) * 1e6
+    ffi.C.nanosleep(ts, nil)
 end
 
 -- Replaces every byte that is not part of a well-formed UTF-8 sequence with U+FFFD, so program

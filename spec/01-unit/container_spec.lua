@@ -131,7 +131,8 @@ describe("container seccomp profile #unpriv", function()
     end)
 end)
 
-describe("container exec streams #unpriv", function()
+describe("engine exec streams #unpriv", function()
+    local engine = require "llmbox.engine"
     local function frame(stream, payload)
         local n = #payload
         return string.char(stream, 0, 0, 0, math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
@@ -141,11 +142,11 @@ describe("container exec streams #unpriv", function()
     it("splits stdout and stderr frames, and keeps an incomplete frame for the next chunk", function()
         local big = string.rep("x", 70000)
         local data = frame(1, "out1\n") .. frame(2, "err\n") .. frame(1, big) .. frame(1, "tail")
-        local out, err, rest = container.demux(data)
+        local out, err, rest = engine.demux(data)
         assert.equal("out1\n" .. big .. "tail", out)
         assert.equal("err\n", err)
         assert.equal("", rest)
-        out, err, rest = container.demux(data:sub(1, 20))
+        out, err, rest = engine.demux(data:sub(1, 20))
         assert.equal("", err)
         assert.equal("out1\n", out)
         assert.equal(data:sub(14, 20), rest)

@@ -148,15 +148,10 @@ local function busybox_image(e)
         { headers = { ["Content-Type"] = "application/x-tar" }, timeout_ms = 60000 })
 end
 
--- Runs argv in the container: exit code, stdout, stderr.
+-- Runs argv in the container as the sandbox user: exit code, stdout, stderr.
 local function exec(e, id, argv)
-    local x = assert(e:json("POST", "/containers/" .. id .. "/exec",
-        { Cmd = argv, AttachStdout = true, AttachStderr = true }))
-    local res = assert(e:request("POST", "/exec/" .. x.Id .. "/start", { Detach = false, Tty = false }))
-    assert.equal(200, res.status, res.body)
-    local out, err = container.demux(res.body)
-    local info = assert(e:json("GET", "/exec/" .. x.Id .. "/json"))
-    return info.ExitCode, out, err
+    local r = assert(e:exec(id, { argv = argv, user = container.USER, cwd = "/sandbox" }))
+    return r.exit_code, r.stdout, r.stderr
 end
 
 for _, kind in ipairs({ "docker", "podman" }) do
@@ -232,6 +227,36 @@ for _, kind in ipairs({ "docker", "podman" }) do
             local code, _, err = exec(e, id, { "unshare", "-U", "true" })
             assert.is_not.equal(0, code)
             assert.matches("Operation not permitted", err, 1, true)
+        end)
+
+        it("runs a command with stdin, the environment and the working directory it is given", function()
+            if not needs_engine() then return end
+            local seen = {}
+            local r = assert(e:exec(id, { argv = { "sh", "-c", "cat; echo \"$A $(pwd)\" >&2; exit 3" },
+                stdin = "from stdin\n", env = { "A=set" }, cwd = "/tmp", user = container.USER },
+                function(stream, chunk) seen[#seen + 1] = stream .. ":" .. chunk end))
+            assert.equal(3, r.exit_code)
+            assert.equal("from stdin\n", r.stdout)
+            assert.equal("set /tmp\n", r.stderr)
+            assert.same({ "stdout:from stdin\n", "stderr:set /tmp\n" }, seen)
+        end)
+
+        it("carries a large stdin through and its output back in many frames", function()
+            if not needs_engine() then return end
+            local data = string.rep("0123456789abcdef", 65536) -- 1 MiB
+            local r = assert(e:exec(id, { argv = { "sh", "-c", "cat > /sandbox/big; wc -c < /sandbox/big; cat /sandbox/big" },
+                stdin = data, user = container.USER }))
+            assert.equal(0, r.exit_code, r.stderr)
+            assert.equal("1048576\n" .. data, r.stdout)
+        end)
+
+        it("says what the engine says when the container is not there", function()
+            if not needs_engine() then return end
+            local r, err, status = e:exec("llmbox-spec-no-such-container", { argv = { "true" } })
+            assert.is_nil(r)
+            assert.equal(404, status)
+            assert.matches("^POST /containers/llmbox%-spec%-no%-such%-container/exec: .*from the " .. engine.KINDS[kind]
+                .. " engine", err)
         end)
 
         it("carries llmbox's label, the policy's ceilings and the init", function()

@@ -140,6 +140,32 @@ describe("llmbox.http #unpriv", function()
         c:close()
     end)
 
+    it("hands over a raw stream on which the caller speaks for itself", function()
+        local c = http.client()
+        local s = assert(c:connect{ url = "http://engine/", unix_socket = sock })
+        assert.is_number(s:fd())
+        assert(s:send("GET /hello HTTP/1.1\r\nHost: engine\r\nConnection: close\r\n\r\n"))
+        local got = {}
+        while true do
+            local data, why = s:recv(5000)
+            if not data then
+                assert.equal("eof", why)
+                break
+            end
+            got[#got + 1] = data
+        end
+        local text = table.concat(got)
+        assert.matches("^HTTP/1%.[01] 200", text)
+        assert.matches("\r\n\r\nhello$", text)
+        s:unread("again")
+        assert.equal("again", s:recv(0))
+        s:close()
+        c:close()
+        local none, err = http.client():connect{ url = "http://engine/", unix_socket = sock .. ".missing" }
+        assert.is_nil(none)
+        assert.matches("No such file or directory", err, 1, true)
+    end)
+
     it("fails a response larger than max_body with EFBIG, naming the limit", function()
         local res, err, code = get("/big?n=100000", { max_body = 4096 })
         assert.is_nil(res)

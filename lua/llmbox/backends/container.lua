@@ -188,24 +188,6 @@ function _M.create_body(spec, opts)
     }
 end
 
---- container.demux(data) -> stdout, stderr, rest: an exec's output as the engines send it when
---- no TTY is attached (frames of an 8-byte header — stream, 3 zero bytes, big-endian length —
---- and the payload); rest is an incomplete frame to prepend to the next chunk.
-function _M.demux(data)
-    local out, err = {}, {}
-    local pos, n = 1, #data
-    while n - pos + 1 >= 8 do
-        local stream = data:byte(pos)
-        local b1, b2, b3, b4 = data:byte(pos + 4, pos + 7)
-        local len = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
-        if n - pos + 1 < 8 + len then break end
-        local payload = data:sub(pos + 8, pos + 7 + len)
-        if stream == 2 then err[#err + 1] = payload else out[#out + 1] = payload end
-        pos = pos + 8 + len
-    end
-    return concat(out), concat(err), data:sub(pos)
-end
-
 -- What create_body sets, for messages and docs: the hardening in one line.
 function _M.describe()
     return concat({ "no network", "all capabilities dropped", "no-new-privileges", "the policy's seccomp rules",

@@ -293,6 +293,12 @@ int lb_collect(lb_jail *j, const char *jail_path, uint64_t max_bytes, lb_entry_f
  * regular files reach fn as for lb_collect (name below the root); directories, links and
  * devices are skipped. */
 int lb_tar_entries(int in_fd, uint64_t max_bytes, lb_entry_fn fn, void *ud, lb_error *err);
+/* The other way: files (absolute paths, no ".", ".." or empty components) as a tar archive in
+ * memory, each named by its path without the leading "/" and owned by uid:gid, for a sandbox
+ * whose side unpacks it (`tar -x -C /` in a container); parents are left to the unpacker.
+ * *out is malloc'd: the caller frees it. */
+int lb_tar_pack(const lb_file *files, size_t n, uid_t uid, gid_t gid, char **out, size_t *len,
+		lb_error *err);
 
 /* ---- HTTP for the engine drivers (http.c) ----
  * One libcurl multi handle that an event loop drives: lb_http_fds gives the sockets to watch

@@ -41,6 +41,8 @@
  *   core.reap([block])                 (pools: collect what finished prestarted runs left)
  *   core.tar_entries(archive [, max])  -> { {name, size, data}, ... } | nil, err (an archive
  *                                         someone else made, read as untrusted; lb_tar_entries)
+ *   core.tar_pack(files [, uid, gid])  -> archive | nil, err (files as a run's, for a
+ *                                         container's `tar -x -C /`; lb_tar_pack)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
  *   core.ioctl_number(name)            -> number | nil
@@ -348,17 +350,10 @@ static const char *read_bytes(lua_State *L, int t, const char *key, size_t *len)
 	return lua_tolstring(L, -1, len);
 }
 
-/* Fills spec from the table at t; everything it points to stays on the Lua stack. */
-static void read_run_spec(lua_State *L, int t, lb_run_spec *spec, struct out_ctx *ctx)
+/* The array t.files of { path =, data =, mode = } (absolute paths); what it points to lives on
+ * the Lua stack. */
+static const lb_file *read_files(lua_State *L, int t, size_t *n)
 {
-	size_t argc;
-	spec->argv = string_array(L, t, "argv", &argc);
-	if (argc == 0)
-		luaL_error(L, "argv: expected a non-empty array of strings");
-	spec->envp = string_array(L, t, "env", NULL);
-	spec->cwd = opt_string(L, t, "cwd", NULL);
-	spec->stdin_data = read_bytes(L, t, "stdin", &spec->stdin_len);
-
 	rawfield(L, t, "files");
 	int ft = lua_gettop(L);
 	size_t nf = lua_istable(L, ft) ? lua_objlen(L, ft) : 0;
@@ -382,6 +377,23 @@ static void read_run_spec(lua_State *L, int t, lb_run_spec *spec, struct out_ctx
 		files[i].mode = (unsigned)mode;
 		lua_pop(L, 1);
 	}
+	*n = nf;
+	return files;
+}
+
+/* Fills spec from the table at t; everything it points to stays on the Lua stack. */
+static void read_run_spec(lua_State *L, int t, lb_run_spec *spec, struct out_ctx *ctx)
+{
+	size_t argc;
+	spec->argv = string_array(L, t, "argv", &argc);
+	if (argc == 0)
+		luaL_error(L, "argv: expected a non-empty array of strings");
+	spec->envp = string_array(L, t, "env", NULL);
+	spec->cwd = opt_string(L, t, "cwd", NULL);
+	spec->stdin_data = read_bytes(L, t, "stdin", &spec->stdin_len);
+
+	size_t nf;
+	const lb_file *files = read_files(L, t, &nf);
 	spec->files = files;
 	spec->n_files = nf;
 	spec->clean = string_array(L, t, "clean", &spec->n_clean);
@@ -984,6 +996,29 @@ static int l_tar_entries(lua_State *L)
 	return rc < 0 ? lb_lua_push_error(L, &err) : 1;
 }
 
+/* core.tar_pack(files [, uid, gid]) -> archive | nil, err, errno_name: files ({ path, data,
+ * mode }, as a run's) as a tar archive for a container's `tar -x -C /` (lb_tar_pack). */
+static int l_tar_pack(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	double uid = luaL_optnumber(L, 2, 0), gid = luaL_optnumber(L, 3, 0);
+	if (!(uid >= 0 && uid <= 4294967294.0 && gid >= 0 && gid <= 4294967294.0))
+		return luaL_argerror(L, 2, "expected ids below 4294967295");
+	lua_createtable(L, 0, 1);
+	lua_pushvalue(L, 1);
+	lua_setfield(L, -2, "files");
+	size_t n;
+	const lb_file *files = read_files(L, lua_gettop(L), &n);
+	char *out;
+	size_t len;
+	lb_error err = {0};
+	if (lb_tar_pack(files, n, (uid_t)uid, (gid_t)gid, &out, &len, &err) < 0)
+		return lb_lua_push_error(L, &err);
+	lua_pushlstring(L, out, len);
+	free(out);
+	return 1;
+}
+
 static int l_close(lua_State *L)
 {
 	lsession *s = luaL_checkudata(L, 1, SESSION_MT);
@@ -1167,6 +1202,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"reap", l_reap},
 					 {"spawn", l_spawn},
 					 {"tar_entries", l_tar_entries},
+					 {"tar_pack", l_tar_pack},
 					 {NULL, NULL}};
 	lb_lua_class(L, SESSION_MT, session_methods, l_close);
 	lb_lua_class(L, PENDING_MT, pending_methods, l_pending_gc);

@@ -711,3 +711,102 @@ int lb_tar_entries(int in_fd, uint64_t max_bytes, lb_entry_fn fn, void *ud, lb_e
 {
 	return receive_entries(in_fd, NULL, max_bytes, fn, ud, err);
 }
+
+/* ---- an archive of files in memory, for a container's `tar -x` ---- */
+
+struct membuf {
+	char *data;
+	size_t len, cap;
+};
+
+static la_ssize_t membuf_write(struct archive *a, void *ud, const void *buf, size_t n)
+{
+	struct membuf *m = ud;
+	if (m->len + n > m->cap) {
+		size_t cap = m->cap ? m->cap : 65536;
+		while (cap < m->len + n)
+			cap *= 2;
+		char *nd = realloc(m->data, cap);
+		if (!nd) {
+			archive_set_error(a, ENOMEM, "out of memory");
+			return -1;
+		}
+		m->data = nd;
+		m->cap = cap;
+	}
+	memcpy(m->data + m->len, buf, n);
+	m->len += n;
+	return (la_ssize_t)n;
+}
+
+/* An absolute path with no empty, "." or ".." component (a trailing slash is not a file). */
+static bool plain_absolute(const char *path)
+{
+	if (path[0] != '/' || !path[1])
+		return false;
+	for (const char *p = path + 1;;) {
+		const char *end = strchrnul(p, '/');
+		size_t n = (size_t)(end - p);
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		if (!*end)
+			return true;
+		p = end + 1;
+	}
+}
+
+int lb_tar_pack(const lb_file *files, size_t n, uid_t uid, gid_t gid, char **out, size_t *len,
+		lb_error *err)
+{
+	*out = NULL;
+	*len = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!files[i].path || !plain_absolute(files[i].path))
+			return lb_fail(
+				err, EINVAL,
+				"file %s: expected an absolute path without \".\", \"..\" or "
+				"empty components",
+				files[i].path ? files[i].path : "(none)");
+	struct membuf m = {0};
+	struct archive *a = archive_write_new();
+	struct archive_entry *e = archive_entry_new();
+	int rc = -1;
+	if (!a || !e) {
+		lb_fail(err, ENOMEM, "archive_write_new");
+		goto out;
+	}
+	archive_write_set_format_pax_restricted(a);
+	archive_write_set_bytes_in_last_block(a, 1);
+	if (archive_write_open(a, &m, NULL, membuf_write, NULL) != ARCHIVE_OK)
+		goto fail;
+	for (size_t i = 0; i < n; i++) {
+		archive_entry_clear(e);
+		archive_entry_set_pathname(e, files[i].path + 1);
+		archive_entry_set_filetype(e, AE_IFREG);
+		archive_entry_set_perm(e, files[i].mode & 07777);
+		archive_entry_set_size(e, (la_int64_t)files[i].len);
+		archive_entry_set_uid(e, uid);
+		archive_entry_set_gid(e, gid);
+		if (archive_write_header(a, e) != ARCHIVE_OK ||
+		    (files[i].len && archive_write_data(a, files[i].data, files[i].len) !=
+					     (la_ssize_t)files[i].len))
+			goto fail;
+	}
+	if (archive_write_close(a) != ARCHIVE_OK)
+		goto fail;
+	*out = m.data;
+	*len = m.len;
+	m.data = NULL;
+	rc = 0;
+	goto out;
+fail:
+	lb_fail(err, archive_errno(a) > 0 ? archive_errno(a) : EIO, "packing the files: %s",
+		archive_error_string(a) ? archive_error_string(a) : "tar error");
+out:
+	if (e)
+		archive_entry_free(e);
+	if (a)
+		archive_write_free(a);
+	free(m.data);
+	return rc;
+}

@@ -131,8 +131,8 @@ local plan = require "llmbox.plan"
 local policy = require "llmbox.policy"
 
 -- a name both engines keep as given (Podman would put a short name under docker.io/library/)
-local IMAGE = "localhost/llmbox-test-busybox:1"
-local APPLETS = { "sh", "id", "cat", "grep", "touch", "unshare", "sleep", "ls", "echo" }
+local IMAGE = "localhost/llmbox-test-busybox:2"
+local APPLETS = { "sh", "id", "cat", "grep", "touch", "unshare", "sleep", "ls", "echo", "tar", "wc", "rm", "mkdir" }
 
 -- Imports the busybox image into the engine unless it has it.
 local function busybox_image(e)
@@ -248,6 +248,20 @@ for _, kind in ipairs({ "docker", "podman" }) do
                 stdin = data, user = container.USER }))
             assert.equal(0, r.exit_code, r.stderr)
             assert.equal("1048576\n" .. data, r.stdout)
+        end)
+
+        it("places files with the archive core.tar_pack makes, owned by the sandbox user", function()
+            if not needs_engine() then return end
+            local archive = assert(require("llmbox.core").tar_pack({
+                { path = "/tmp/llmbox/main.sh", data = "echo placed\n", mode = 493 },
+                { path = "/sandbox/data/in.txt", data = "input\n" },
+            }, 1000, 1000))
+            local r = assert(e:exec(id, { argv = { "tar", "-x", "-C", "/" }, stdin = archive, user = container.USER }))
+            assert.equal(0, r.exit_code, r.stderr)
+            local code, out = exec(e, id, { "sh", "-c", "/tmp/llmbox/main.sh; cat /sandbox/data/in.txt; ls -ln /sandbox/data" })
+            assert.equal(0, code)
+            assert.matches("^placed\ninput\n", out)
+            assert.matches("1000%s+1000", out)
         end)
 
         it("says what the engine says when the container is not there", function()

@@ -269,6 +269,36 @@ f = tarfile.TarInfo("d/../x"); f.size = 1; t.addfile(f, io.BytesIO(b"x")); t.clo
     end)
 end)
 
+describe("core.tar_pack #unpriv", function()
+    it("packs files at their paths, with their modes and the owner asked for, for tar -x -C /", function()
+        local archive = assert(core.tar_pack({
+            { path = "/tmp/llmbox/main.py", data = "print(1)\n", mode = 420 },
+            { path = "/sandbox/bin/run", data = "#!/bin/sh\n", mode = 493 },
+            { path = "/sandbox/empty", data = "" },
+        }, 1000, 1000))
+        local dir = helpers.tmpdir()
+        helpers.write(dir .. "/a.tar", archive)
+        local p = assert(io.popen(("tar -tvf %s/a.tar --numeric-owner"):format(q(dir))))
+        local listing = p:read("*a")
+        p:close()
+        assert.matches("%-rw%-r%-%-r%-%- 1000/1000%s+9 [^\n]* tmp/llmbox/main%.py", listing)
+        assert.matches("%-rwxr%-xr%-x 1000/1000%s+10 [^\n]* sandbox/bin/run", listing)
+        assert.matches("sandbox/empty", listing, 1, true)
+        assert(os.execute(("mkdir %s/x && tar -xf %s/a.tar -C %s/x"):format(q(dir), q(dir), q(dir))))
+        assert.equal("print(1)\n", helpers.read(dir .. "/x/tmp/llmbox/main.py"))
+    end)
+
+    it("refuses paths that are not plain absolute ones", function()
+        for _, bad in ipairs({ "/a/../etc/passwd", "/a/./b", "/a//b", "/" }) do
+            local archive, err, code = core.tar_pack({ { path = bad, data = "x" } })
+            assert.is_nil(archive, bad)
+            assert.equal("EINVAL", code)
+            assert.matches("expected an absolute path", err, 1, true)
+        end
+        assert.has_error(function() core.tar_pack({ { path = "relative", data = "x" } }) end)
+    end)
+end)
+
 describe("llmbox.http over TLS #unpriv", function()
     local dir, port, pid
     local function tls(extra)

@@ -237,10 +237,12 @@ function Engine:upgrade(method, path, body)
     return stream, status
 end
 
---- e:exec(container, { argv, env, cwd, user, stdin }, on_output) -> { exit_code, stdout,
---- stderr } | nil, err: runs argv in a running container to its end (Docker's exec API: with
---- stdin over the upgraded connection), the output demultiplexed as it arrives and handed to
---- on_output("stdout" | "stderr", chunk) when given.
+--- e:exec(container, { argv, env, cwd, user, stdin, timeout_ms, on_timeout }, on_output) ->
+--- { exit_code, stdout, stderr } | nil, err: runs argv in a running container to its end
+--- (Docker's exec API: stdin over the upgraded connection), the output demultiplexed as it
+--- arrives and handed to on_output("stdout" | "stderr", chunk), whose return value (a string)
+--- is what the result keeps of the chunk. After timeout_ms, on_timeout() is called once (the
+--- API cannot stop an exec: the caller kills its processes) and the output is read on to its end.
 function Engine:exec(id, cmd, on_output)
     local made, err, code = self:json("POST", "/containers/" .. id .. "/exec", {
         Cmd = cmd.argv,
@@ -266,8 +268,19 @@ function Engine:exec(id, cmd, on_output)
         end
     end
     local out, errs, rest = {}, {}, ""
+    local deadline = cmd.timeout_ms and util.now_ms() + cmd.timeout_ms
+    local function keep(list, name, chunk)
+        if #chunk == 0 then return end
+        if on_output then
+            local kept = on_output(name, chunk)
+            if type(kept) == "string" then chunk = kept end
+        end
+        list[#list + 1] = chunk
+    end
     while true do
-        local data, why, rcode = stream:recv(-1)
+        local wait = -1
+        if deadline then wait = math.max(0, math.floor(deadline - util.now_ms())) end
+        local data, why, rcode = stream:recv(wait)
         if not data then
             if why ~= "eof" then
                 stream:close()
@@ -275,25 +288,30 @@ function Engine:exec(id, cmd, on_output)
             end
             break
         end
+        if data == "" and deadline and util.now_ms() >= deadline then
+            -- the clock ran out: the caller stops the processes, and the stream ends soon after
+            deadline = util.now_ms() + 10000
+            if cmd.on_timeout then
+                cmd.on_timeout()
+                cmd.on_timeout = nil
+            else
+                stream:close()
+                return nil, "the exec did not end within 10 s of being stopped", "ETIMEDOUT"
+            end
+        end
         local o, e
         o, e, rest = _M.demux(rest .. data)
-        if #o > 0 then
-            out[#out + 1] = o
-            if on_output then on_output("stdout", o) end
-        end
-        if #e > 0 then
-            errs[#errs + 1] = e
-            if on_output then on_output("stderr", e) end
-        end
+        keep(out, "stdout", o)
+        keep(errs, "stderr", e)
     end
     stream:close()
     -- the engine may not have recorded the exit code yet when the stream ends
     local info
-    for _ = 1, 50 do
+    for _ = 1, 100 do
         info, err, code = self:json("GET", "/exec/" .. made.Id .. "/json")
         if not info then return nil, err, code end
         if not info.Running then break end
-        util.sleep_ms(10)
+        util.sleep_ms(5)
     end
     return { exit_code = info.ExitCode, stdout = concat(out), stderr = concat(errs) }
 end

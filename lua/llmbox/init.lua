@@ -34,11 +34,11 @@ function _M.run(code, opts)
     local admission, aerr, report = admit.run(code, recipe, p, libraries)
     if not admission then return nil, aerr, report end
     local s
-    s, err = session.new({ lang = recipe.name, policy = p, backend = opts.backend })
+    s, err = session.new({ lang = recipe.name, policy = p, backend = opts.backend, image = opts.image })
     if not s then return nil, err end
     local run_opts = {}
     for k, v in pairs(opts) do
-        if k ~= "lang" and k ~= "policy" and k ~= "backend" then run_opts[k] = v end
+        if k ~= "lang" and k ~= "policy" and k ~= "backend" and k ~= "image" then run_opts[k] = v end
     end
     local r, rerr, rreport = s:run(code, run_opts, admission)
     s:close()

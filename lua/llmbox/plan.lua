@@ -3,11 +3,11 @@
 -- translates it into its own terms (the native jail's config; an engine's HostConfig, a pod spec
 -- or a bwrap command line later). No driver reads a policy itself.
 --
---   plan.sandbox(policy, recipe) -> {
+--   plan.sandbox(policy, recipe [, { image = }]) -> {
 --     policy   = { name =, path = }        for messages that name the policy
 --     network  = { mode = "none" | ... }   what the policy asks for; a driver refuses what it lacks
 --     mounts   = { { src =, dst =, optional = }, ... }   read-only paths from the host
---     image    = nil                        (images: a later issue)
+--     image    = "name:tag" | nil           the caller's; native refuses one
 --     limits   = { workspace =, tmp =, cgroup = "require" | ..., cpus =,   the sandbox's own, and
 --                  memory =, processes =, open_files = }                   its runs' ceilings
 --     syscalls = { default =, action =, deny =, allow =, deny_namespace_clone =, deny_ioctls = }
@@ -65,9 +65,11 @@ local function mounts(policy, recipe)
 end
 
 --- plan.sandbox(policy, recipe) -> the neutral sandbox spec (see above)
-function _M.sandbox(policy, recipe)
+function _M.sandbox(policy, recipe, request)
     local sc, lim = policy.syscalls, policy.limits
     return {
+        -- the image the caller named (backends that run images need one; native refuses one)
+        image = request and request.image or nil,
         policy = { name = policy.name, path = policy.path },
         network = { mode = policy.network.mode },
         mounts = mounts(policy, recipe),

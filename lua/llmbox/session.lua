@@ -41,23 +41,26 @@ local function check_env(env, level)
     end
 end
 
---- llmbox.session{ lang = "python", policy = "default", backend = "native", env = {} }
+--- llmbox.session{ lang = "python", policy = "default", backend = "native", env = {} [, image = "..."] }
 --- llmbox.session{ pool = p [, env = {}] }: a lease from a pool (llmbox.pool); close() returns it
 function _M.new(opts)
     opts = opts or {}
     if type(opts) ~= "table" then error("session options must be a table", 2) end
     for k in pairs(opts) do
-        if not ({ lang = 1, policy = 1, backend = 1, env = 1, pool = 1 })[k] then
-            error(format("session: unknown option %q (known: lang, policy, backend, env, pool)", tostring(k)), 2)
+        if not ({ lang = 1, policy = 1, backend = 1, env = 1, pool = 1, image = 1 })[k] then
+            error(format("session: unknown option %q (known: lang, policy, backend, env, pool, image)", tostring(k)), 2)
         end
     end
     check_env(opts.env, 2)
+    if opts.image ~= nil and (type(opts.image) ~= "string" or opts.image == "") then
+        error("session: image must be an image name (\"python:3.12-slim\")", 2)
+    end
     if opts.pool ~= nil then
         if type(opts.pool) ~= "table" or type(opts.pool.acquire) ~= "function" then
             error("session: pool must be a pool made by llmbox.pool{...}", 2)
         end
-        if opts.lang or opts.policy or opts.backend then
-            error("session: lang, policy and backend come from the pool; give only pool (and env)", 2)
+        if opts.lang or opts.policy or opts.backend or opts.image then
+            error("session: lang, policy, backend and image come from the pool; give only pool (and env)", 2)
         end
         return opts.pool:acquire({ env = opts.env })
     end
@@ -73,7 +76,7 @@ function _M.new(opts)
     driver, err = backends.get(opts.backend or backends.default())
     if not driver then return nil, err end
     local handle
-    handle, err = driver.open(plan.sandbox(policy, recipe))
+    handle, err = driver.open(plan.sandbox(policy, recipe, { image = opts.image }))
     if not handle then return nil, "cannot create the sandbox: " .. tostring(err) end
     return _M.wrap(driver, policy, recipe, handle, opts.env)
 end

@@ -130,23 +130,9 @@ local container = require "llmbox.backends.container"
 local plan = require "llmbox.plan"
 local policy = require "llmbox.policy"
 
--- a name both engines keep as given (Podman would put a short name under docker.io/library/)
-local IMAGE = "localhost/llmbox-test-busybox:2"
-local APPLETS = { "sh", "id", "cat", "grep", "touch", "unshare", "sleep", "ls", "echo", "tar", "wc", "rm", "mkdir" }
-
--- Imports the busybox image into the engine unless it has it.
-local function busybox_image(e)
-    local res = e:request("GET", "/images/" .. IMAGE .. "/json")
-    if res and res.status == 200 then return true end
-    local dir = helpers.tmpdir()
-    local cmd = { "mkdir -p " .. dir .. "/root/bin", "cp /bin/busybox " .. dir .. "/root/bin/busybox" }
-    for _, a in ipairs(APPLETS) do cmd[#cmd + 1] = ("ln -s busybox %s/root/bin/%s"):format(dir, a) end
-    cmd[#cmd + 1] = ("tar -C %s/root -cf %s/image.tar ."):format(dir, dir)
-    assert(os.execute(table.concat(cmd, " && ")))
-    local tar = assert(helpers.read(dir .. "/image.tar"))
-    return e:json("POST", "/images/create?fromSrc=-&repo=" .. IMAGE, tar,
-        { headers = { ["Content-Type"] = "application/x-tar" }, timeout_ms = 60000 })
-end
+local busybox = require "spec.support.busybox_image"
+local IMAGE = busybox.IMAGE
+local busybox_image = busybox.ensure
 
 -- Runs argv in the container as the sandbox user: exit code, stdout, stderr.
 local function exec(e, id, argv)

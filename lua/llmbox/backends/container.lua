@@ -174,9 +174,10 @@ function _M.create_body(spec, opts)
     if #ulimits > 0 then host.Ulimits = ulimits end
     return {
         Image = opts.image,
-        -- a keeper that any image's shell runs; every run is an exec beside it
+        -- the keeper: one process that sleeps as long as the container lives (no children to
+        -- reap); every run is an exec beside it
         Entrypoint = { "/bin/sh" },
-        Cmd = { "-c", "while :; do sleep 3600; done" },
+        Cmd = { "-c", "exec sleep 2147483647" },
         User = _M.USER,
         -- no WorkingDir: an engine creates it in the image's root (mode 0755, root's) and copies
         -- that mode onto the tmpfs mounted there; each exec names its own working directory

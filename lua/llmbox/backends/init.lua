@@ -30,6 +30,11 @@ _M.CAPABILITIES = {
 -- Where things are inside a sandbox; every driver declares all of them.
 _M.LAYOUT_KEYS = { "workspace", "code", "plots", "tmp" }
 
+-- Where a planned backend stands, when part of it exists.
+local ENGINE_PROGRESS = "not built yet in this version of llmbox: a first cut of its driver "
+    .. "(llmbox.backends.engines) runs commands in containers, but it cannot be selected until it "
+    .. "passes the conformance suite"
+
 -- Planned backends are listed so that asking for one gets "not built yet", not "unknown backend".
 local REGISTRY = {
     { name = "native", module = "llmbox.backends.native", aliases = {},
@@ -38,9 +43,9 @@ local REGISTRY = {
         description = "the same promise built from bwrap's command line" },
     { name = "nsjail", aliases = {}, planned = true,
         description = "a generated configuration for an installed nsjail" },
-    { name = "docker", aliases = {}, planned = true,
+    { name = "docker", aliases = {}, planned = true, progress = ENGINE_PROGRESS,
         description = "containers through the Docker Engine API" },
-    { name = "podman", aliases = {}, planned = true,
+    { name = "podman", aliases = {}, planned = true, progress = ENGINE_PROGRESS,
         description = "containers through Podman's Docker-compatible API" },
     { name = "kubernetes", aliases = { "k8s" }, planned = true,
         description = "pods through the Kubernetes API" },
@@ -101,7 +106,7 @@ function _M.list()
     for _, e in ipairs(REGISTRY) do
         local b = { name = e.name, aliases = { unpack(e.aliases) }, description = e.description, capabilities = {} }
         if e.planned then
-            b.status, b.usable, b.why = "planned", false, "not built yet in this version of llmbox"
+            b.status, b.usable, b.why = "planned", false, e.progress or "not built yet in this version of llmbox"
         else
             local driver = require(e.module)
             b.status = "available"

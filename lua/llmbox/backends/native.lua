@@ -126,8 +126,8 @@ function Handle:closed() return self.session:closed() end
 local function translate(spec)
     local pol = spec.policy
     if spec.image then
-        return nil, ("policy %q asks for an image; the native backend runs the host's interpreters "
-            .. "(images come with a later version)"):format(pol.name)
+        return nil, ("an image was asked for (%s); the native backend runs the host's interpreters: "
+            .. "use a backend that runs images (docker, podman)"):format(spec.image)
     end
     if spec.network.mode ~= "none" then
         -- Deny by default: nothing but loopback exists in the jail, so say so instead of

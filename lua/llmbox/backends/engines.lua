@@ -1,0 +1,311 @@
+-- The docker and podman drivers: a session is one container made from the neutral sandbox spec
+-- (llmbox.backends.container), a run is an exec in it (llmbox.engine). The HTTP, the streams and
+-- the archives are the C core's (runtime/http.c, transfer.c); this file says which calls to
+-- make, in which order.
+--
+-- A run is one exec of a small shell wrapper, as the sandbox user: it unpacks the run's files
+-- (an archive core.tar_pack made, sent on stdin) and the program's stdin as a file, removes
+-- what the run cleans, sets the rlimits (cpu, open files, file size, data), runs the program
+-- and, once it has ended, kills whatever it left behind. The client holds the wall clock and
+-- the output cap; when either fires, a second exec kills every process of the container but
+-- its init and keeper — the Docker API cannot kill an exec.
+--
+-- First cut (the docker/podman issue says what is missing): copies to and from the host, pools'
+-- warm start, per-run process and CPU-quota limits below the container's, installs (which need
+-- a network) and image pulls/builds are refused with a message that says so.
+local container = require "llmbox.backends.container"
+local engine = require "llmbox.engine"
+local core = require "llmbox.core"
+local util = require "llmbox.util"
+
+local setmetatable, tostring, format, floor, min = setmetatable, tostring, string.format, math.floor, math.min
+
+local _M = {}
+
+-- How long llmbox's own execs (sweeps, collects, resets) may take before they count as failed.
+local INTERNAL_MS = 30000
+
+-- The run's wrapper; its stdin is the archive of the run's files. $1: the stdin file ("" for
+-- none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
+-- 512-byte blocks, data KiB; "-" for none), the processes to spare when sweeping, "--", and
+-- the program's argv.
+local WRAPPER = [[
+mkdir -p /tmp/llmbox && cat > /tmp/llmbox/.run.tar || exit 125
+in=$1; shift
+tar -x -C / -f /tmp/llmbox/.run.tar >/dev/null ||
+  { echo "llmbox: placing the run's files failed" >&2; exit 125; }
+rm -f /tmp/llmbox/.run.tar
+while [ "$1" != -- ]; do rm -rf -- "$1"; shift; done; shift
+[ "$1" = - ] || ulimit -t "$1"; [ "$2" = - ] || ulimit -n "$2"
+[ "$3" = - ] || ulimit -f "$3"; [ "$4" = - ] || ulimit -d "$4"
+shift 4
+spare="$$"; while [ "$1" != -- ]; do spare="$spare $1"; shift; done; shift
+"$@" < "${in:-/dev/null}"
+rc=$?
+for round in 1 2 3; do
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case " $spare " in *" $p "*) ;; *) kill -9 "$p" 2>/dev/null ;; esac
+  done
+done
+exit $rc
+]]
+
+-- Kills every process of the container but those named (init, keeper) and itself.
+local SWEEP = [[
+spare="$$ $*"
+for round in 1 2 3 4 5; do
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case " $spare " in *" $p "*) ;; *) kill -9 "$p" 2>/dev/null ;; esac
+  done
+done
+]]
+
+local function refuse(kind, what)
+    return nil, format("the %s backend cannot %s yet (this first cut of the container backends)", kind, what),
+        "EOPNOTSUPP"
+end
+
+local Handle = {}
+Handle.__index = Handle
+
+-- Runs the sweep: every process but init, the keeper and the sweep itself is killed.
+function Handle:sweep()
+    return self.engine:exec(self.id, { argv = { "/bin/sh", "-c", SWEEP, "sweep", "1", tostring(self.keeper) },
+        user = container.USER, timeout_ms = INTERNAL_MS })
+end
+
+--- handle:run{ argv, env, cwd, stdin, files, clean, limits, on_stdout, on_stderr } -> result
+function Handle:run(spec)
+    if not self.id then return nil, "session is closed" end
+    if spec.host_network then return refuse(self.kind, "give a run the host's network (library installs)") end
+    local lim, ceil = spec.limits or {}, self.spec.limits
+    if lim.processes and lim.processes < ceil.processes then
+        return refuse(self.kind, format("lower the process limit of one run (%d) below the container's (%d)",
+            lim.processes, ceil.processes))
+    end
+    if lim.cpus and lim.cpus ~= ceil.cpus then
+        return refuse(self.kind, "give one run a CPU quota other than its container's")
+    end
+    -- the run's files, and its stdin as one more, in one archive the wrapper unpacks
+    local files = {}
+    for i, f in ipairs(spec.files or {}) do files[i] = f end
+    local stdin_file = ""
+    if spec.stdin and #spec.stdin > 0 then
+        stdin_file = "/tmp/llmbox/.stdin"
+        files[#files + 1] = { path = stdin_file, data = spec.stdin, mode = 384 }
+    end
+    local archive, err, code = core.tar_pack(files, 1000, 1000)
+    if not archive then return nil, err, code end
+    local argv = { "/bin/sh", "-c", WRAPPER, "llmbox-run", stdin_file }
+    for _, c in ipairs(spec.clean or {}) do argv[#argv + 1] = c end
+    argv[#argv + 1] = "--"
+    argv[#argv + 1] = lim.cpu and tostring(math.ceil(lim.cpu)) or "-"
+    argv[#argv + 1] = lim.open_files and tostring(floor(lim.open_files)) or "-"
+    argv[#argv + 1] = lim.file_size and tostring(floor(lim.file_size / 512)) or "-"
+    argv[#argv + 1] = (lim.memory and lim.memory < ceil.memory) and tostring(floor(lim.memory / 1024)) or "-"
+    argv[#argv + 1] = "1"
+    argv[#argv + 1] = tostring(self.keeper)
+    argv[#argv + 1] = "--"
+    for _, a in ipairs(spec.argv) do argv[#argv + 1] = a end
+
+    local started = util.now_ms()
+    local output_cap = lim.output
+    local seen, truncated, limit = 0, false, nil
+    local swept = false
+    local function stop(why)
+        if swept then return end
+        swept = true
+        limit = limit or why
+        self:sweep()
+    end
+    local res
+    res, err, code = self.engine:exec(self.id, {
+        argv = argv, env = spec.env, cwd = spec.cwd, user = container.USER, stdin = archive,
+        timeout_ms = lim.timeout and lim.timeout * 1000 or nil,
+        on_timeout = function() stop("timeout") end,
+    }, function(stream, chunk)
+        if truncated then return "" end -- past the cap: kept nowhere
+        if output_cap and seen + #chunk > output_cap then
+            chunk = chunk:sub(1, output_cap - seen)
+            truncated = true
+        end
+        seen = seen + #chunk
+        local fn = stream == "stdout" and spec.on_stdout or spec.on_stderr
+        if fn and #chunk > 0 then fn(chunk) end
+        if truncated then stop("output") end
+        return chunk
+    end)
+    if not res then return nil, err, code end
+    local exit_code = res.exit_code
+    return {
+        exit_code = exit_code,
+        signal = (exit_code and exit_code > 128 and exit_code < 160) and exit_code - 128 or nil,
+        stdout = res.stdout,
+        stderr = res.stderr,
+        timed_out = limit == "timeout",
+        limit = limit,
+        truncated = truncated,
+        duration_ms = util.now_ms() - started,
+    }
+end
+
+--- handle:collect(path, max) -> { {name, size, data}, ... } | nil, err, errno_name: the regular
+--- files below path, as an archive the container's tar makes, read like any untrusted one
+function Handle:collect(path, max)
+    if not self.id then return nil, "session is closed" end
+    local parent, base = path:match("^(.*)/([^/]+)$")
+    if not parent or base == ".." or base == "." then return nil, "collect: expected an absolute path", "EINVAL" end
+    local res, err, code = self.engine:exec(self.id, {
+        argv = { "/bin/sh", "-c", '[ -e "$1/$2" ] || exit 3; exec tar -c -C "$1" -- "$2"', "collect",
+            parent == "" and "/" or parent, base },
+        user = container.USER, timeout_ms = INTERNAL_MS,
+    })
+    if not res then return nil, err, code end
+    if res.exit_code == 3 then return nil, path .. " does not exist", "ENOENT" end
+    if res.exit_code ~= 0 then return nil, format("collecting %s: %s", path, res.stderr), "EIO" end
+    return core.tar_entries(res.stdout, max)
+end
+
+function Handle:copy_in() return refuse(self.kind, "copy files in from the host") end
+function Handle:copy_out() return refuse(self.kind, "copy files out to the host") end
+
+--- handle:reset() -> true | nil, err: kills what runs and empties the workspace and /tmp
+function Handle:reset()
+    if not self.id then return nil, "session is closed" end
+    local res, err = self:sweep()
+    if not res then return nil, err end
+    res, err = self.engine:exec(self.id, { argv = { "/bin/sh", "-c",
+        "rm -rf /sandbox/* /sandbox/.[!.]* /sandbox/..?* /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* 2>/dev/null; exit 0" },
+        user = container.USER, timeout_ms = INTERNAL_MS })
+    if not res then return nil, err end
+    return true
+end
+
+function Handle:close()
+    if self.id then
+        self.engine:request("DELETE", "/containers/" .. self.id .. "?force=1&v=1")
+        self.id = nil
+    end
+    if self.seccomp_file then
+        os.remove(self.seccomp_file)
+        self.seccomp_file = nil
+    end
+    return true
+end
+
+function Handle:closed() return self.id == nil end
+
+-- Where Podman finds the seccomp profile: a file of this host (its API takes a path).
+local profile_dir
+local function write_profile(text)
+    if not profile_dir then
+        local dir, err = util.private_dir("llmbox-seccomp")
+        if not dir then return nil, err end
+        profile_dir = dir
+    end
+    local path = format("%s/%d-%d.json", profile_dir, floor(util.now_ms() * 1000), math.random(1e9))
+    local f, err = io.open(path, "w")
+    if not f then return nil, err end
+    f:write(text)
+    f:close()
+    return path
+end
+
+-- This process's hard RLIMIT_NPROC, capped: Podman must be told one at or below its own.
+local function nproc_limit()
+    local limits = util.read_file("/proc/self/limits") or ""
+    return min(4096, tonumber(limits:match("Max processes%s+%S+%s+(%d+)")) or 4096)
+end
+
+function _M.driver(kind)
+    local D = { name = kind, layout = container.layout }
+    D.capabilities = {
+        pool = true, persistent_workspace = true, network_policy = true, seccomp = true, images = true,
+        interactive = false, existing_sandbox = false, egress = false,
+    }
+
+    --- D.usable() -> true | false, why: does the engine answer here
+    function D.usable()
+        local e, why = engine.connect(kind)
+        if not e then return false, why end
+        return true
+    end
+
+    -- Each run sweeps what it left; nothing else is left behind between runs.
+    function D.maintain() return true end
+
+    --- D.open(spec) -> handle | nil, err
+    function D.open(spec)
+        local pol = spec.policy
+        if not spec.image then
+            return nil, format("the %s backend runs images: name one (image = \"...\" in Lua, --image on the "
+                .. "command line)", kind)
+        end
+        if spec.limits.cgroup == "forbid" then
+            return nil, format("policy %q forbids cgroups (limits.cgroup), which a container always has", pol.name)
+        end
+        local e, err, code = engine.connect(kind)
+        if not e then return nil, err, code end
+        local res = e:request("GET", "/images/" .. spec.image .. "/json")
+        if res and res.status == 404 then
+            return nil, format("image %q is not on the %s engine: pull or build it first (`%s pull %s`)", spec.image,
+                engine.KINDS[kind], kind, spec.image)
+        end
+        local opts = { image = spec.image }
+        if kind == "podman" then
+            local perr
+            opts.seccomp_file, perr = write_profile(container.profile_json(container.seccomp_profile(spec.syscalls)))
+            if not opts.seccomp_file then return nil, "writing the seccomp profile: " .. tostring(perr) end
+            opts.nproc = nproc_limit()
+        end
+        local body
+        body, err = container.create_body(spec, opts)
+        local h = setmetatable({ engine = e, kind = kind, spec = spec, seccomp_file = opts.seccomp_file }, Handle)
+        local made
+        if body then made, err, code = e:json("POST", "/containers/create", body) end
+        if not made then
+            h:close()
+            return nil, err, code
+        end
+        h.id = made.Id
+        local ok
+        ok, err, code = e:json("POST", "/containers/" .. h.id .. "/start")
+        -- the keeper is init's only child now, before any run: its pid is spared by every sweep
+        local kids
+        if ok then
+            kids, err, code = e:exec(h.id, { argv = { "cat", "/proc/1/task/1/children" }, user = container.USER,
+                timeout_ms = INTERNAL_MS })
+        end
+        h.keeper = kids and tonumber(kids.stdout:match("^%s*(%d+)%s*$"))
+        if not h.keeper then
+            h:close()
+            return nil, "starting the container: " .. tostring(err or (kids and ("no keeper process: " .. kids.stdout
+                .. kids.stderr))), code
+        end
+        return h
+    end
+
+    -- Opening is not stepped yet on the engines: the task does it all on its first step.
+    function D.open_start(spec)
+        local task = { done = false }
+        function task.fds() return {}, {}, 0 end
+        function task.step()
+            if not task.done then
+                task.handle, task.err, task.code = D.open(spec)
+                task.done = true
+            end
+            return true
+        end
+        function task.result()
+            task.step()
+            return task.handle, task.err, task.code
+        end
+        return task
+    end
+
+    return D
+end
+
+return _M

@@ -1,0 +1,162 @@
+-- The docker and podman drivers (llmbox.backends.engines), first cut, on the real engines with a
+-- busybox image (spec/support/busybox_image.lua): sessions are containers, runs are execs with
+-- files, stdin, environment, limits and a whole-container sweep; what they cannot do yet is
+-- refused with a message that says so.
+local engines = require "llmbox.backends.engines"
+local engine = require "llmbox.engine"
+local plan = require "llmbox.plan"
+local policy = require "llmbox.policy"
+local busybox = require "spec.support.busybox_image"
+
+local ENV = { "PATH=/bin" }
+
+for _, kind in ipairs({ "docker", "podman" }) do
+    describe(("the %s driver"):format(kind), function()
+        local driver = engines.driver(kind)
+        local e, why = engine.connect(kind)
+        local h
+
+        local function spec()
+            return plan.sandbox(assert(policy.load("default")), nil, { image = busybox.IMAGE })
+        end
+
+        setup(function()
+            if not e then return end
+            assert(busybox.ensure(e))
+            h = assert(driver.open(spec()))
+        end)
+        teardown(function()
+            if h then h:close() end
+        end)
+
+        local function needs_engine()
+            if not e then
+                pending(("no %s engine reachable: %s"):format(kind, tostring(why)))
+                return false
+            end
+            return true
+        end
+
+        local function run(argv, extra)
+            local s = { argv = argv, env = ENV, cwd = "/sandbox", limits = { timeout = 20, output = 1048576 } }
+            for k, v in pairs(extra or {}) do s[k] = v end
+            return h:run(s)
+        end
+
+        it("declares its capabilities and layout, and is usable when the engine answers", function()
+            if not needs_engine() then return end
+            assert(require("llmbox.backends").check_driver(driver))
+            assert.is_true(driver.usable())
+            assert.is_true(driver.capabilities.images)
+        end)
+
+        it("runs a program with its files, stdin, environment and working directory", function()
+            if not needs_engine() then return end
+            local chunks = {}
+            local r = assert(run({ "/bin/sh", "/tmp/llmbox/main.sh", "arg1" }, {
+                files = { { path = "/tmp/llmbox/main.sh", data = 'echo "$1 $X $(pwd)"; cat; echo oops >&2; exit 4' } },
+                stdin = "from stdin\n", env = { "PATH=/bin", "X=set" }, cwd = "/tmp",
+                on_stdout = function(c) chunks[#chunks + 1] = c end,
+            }))
+            assert.equal(4, r.exit_code)
+            assert.equal("arg1 set /tmp\nfrom stdin\n", r.stdout)
+            assert.equal("oops\n", r.stderr)
+            assert.equal(r.stdout, table.concat(chunks))
+            assert.is_false(r.timed_out)
+            assert.is_number(r.duration_ms)
+        end)
+
+        it("keeps the workspace across runs, and the sandbox user owns what it writes", function()
+            if not needs_engine() then return end
+            assert.equal(0, assert(run({ "/bin/sh", "-c", "echo kept > /sandbox/note" })).exit_code)
+            local r = assert(run({ "/bin/sh", "-c", "cat /sandbox/note; id -u" }))
+            assert.equal("kept\n1000\n", r.stdout)
+        end)
+
+        it("stops a run at its timeout and kills everything it started, daemons too", function()
+            if not needs_engine() then return end
+            local r = assert(run({ "/bin/sh", "-c", "(sleep 1000 &) ; sleep 1000" }, { limits = { timeout = 1 } }))
+            assert.is_true(r.timed_out)
+            assert.equal("timeout", r.limit)
+            assert.equal(137, r.exit_code)
+            local ps = assert(run({ "/bin/sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '" }))
+            assert.is_nil(ps.stdout:find("sleep 1000", 1, true), ps.stdout)
+        end)
+
+        it("kills what a run left behind when it ends on its own", function()
+            if not needs_engine() then return end
+            assert(run({ "/bin/sh", "-c", "(sleep 1000 &); echo started" }))
+            local ps = assert(run({ "/bin/sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '" }))
+            assert.is_nil(ps.stdout:find("sleep 1000", 1, true), ps.stdout)
+        end)
+
+        it("caps the output, says so, and stops the program", function()
+            if not needs_engine() then return end
+            local r = assert(run({ "/bin/sh", "-c", "while :; do echo yyyyyyyyyyyyyyyyyyyy; done" },
+                { limits = { timeout = 20, output = 10000 } }))
+            assert.equal("output", r.limit)
+            assert.is_true(r.truncated)
+            assert.equal(10000, #r.stdout)
+            assert.is_false(r.timed_out)
+        end)
+
+        it("applies the rlimits of one run: open files and file size", function()
+            if not needs_engine() then return end
+            local r = assert(run({ "/bin/sh", "-c", "ulimit -n; ulimit -f" },
+                { limits = { timeout = 20, output = 4096, open_files = 40, file_size = 1048576 } }))
+            assert.equal("40\n2048\n", r.stdout)
+        end)
+
+        it("collects a run's results in memory, and says when there are none", function()
+            if not needs_engine() then return end
+            assert(run({ "/bin/sh", "-c", "mkdir -p /sandbox/out/sub; echo a > /sandbox/out/a.txt; echo b > /sandbox/out/sub/b" }))
+            local files = assert(h:collect("/sandbox/out", 1048576))
+            table.sort(files, function(a, b) return a.name < b.name end)
+            assert.same({ { name = "a.txt", size = 2, data = "a\n" }, { name = "sub/b", size = 2, data = "b\n" } }, files)
+            local none, err, code = h:collect("/sandbox/nothing-here", 100)
+            assert.is_nil(none)
+            assert.equal("ENOENT", code, err)
+        end)
+
+        it("empties the workspace and /tmp on reset", function()
+            if not needs_engine() then return end
+            assert(run({ "/bin/sh", "-c", "echo x > /sandbox/f; echo y > /tmp/.hidden" }))
+            assert(h:reset())
+            local r = assert(run({ "/bin/sh", "-c", "ls -A /sandbox /tmp" }))
+            assert.equal("/sandbox:\n\n/tmp:\nllmbox\n", r.stdout)
+        end)
+
+        it("refuses what it cannot do yet, saying so", function()
+            if not needs_engine() then return end
+            local ok, err = h:copy_in("/etc/hostname", "/sandbox/x")
+            assert.is_nil(ok)
+            assert.matches(("the %s backend cannot copy files in from the host yet"):format(kind), err, 1, true)
+            ok, err = run({ "true" }, { host_network = true })
+            assert.is_nil(ok)
+            assert.matches("host's network", err, 1, true)
+        end)
+
+        it("says what is missing when no image is named or the image is not there", function()
+            if not needs_engine() then return end
+            local s = spec()
+            s.image = nil
+            local none, err = driver.open(s)
+            assert.is_nil(none)
+            assert.matches("runs images: name one", err, 1, true)
+            s.image = "localhost/llmbox-no-such-image:0"
+            none, err = driver.open(s)
+            assert.is_nil(none)
+            assert.matches('image "localhost/llmbox-no-such-image:0" is not on the', err, 1, true)
+        end)
+
+        it("removes its container on close, and leaves nothing behind", function()
+            if not needs_engine() then return end
+            local h2 = assert(driver.open(spec()))
+            local id = h2.id
+            assert.equal(200, assert(e:request("GET", "/containers/" .. id .. "/json")).status)
+            h2:close()
+            assert.is_true(h2:closed())
+            assert.equal(404, assert(e:request("GET", "/containers/" .. id .. "/json")).status)
+        end)
+    end)
+end

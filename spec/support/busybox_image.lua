@@ -1,0 +1,28 @@
+-- A tiny image for the engine specs: a static busybox (Debian's busybox-static, which make test
+-- installs) and links for the applets they use, imported through the engine's API (there is no
+-- registry here). A name both engines keep as given (Podman would put a short name under
+-- docker.io/library/).
+local helpers = require "spec.helpers"
+
+local _M = {}
+
+_M.IMAGE = "localhost/llmbox-test-busybox:3"
+
+local APPLETS = { "sh", "id", "cat", "grep", "touch", "unshare", "sleep", "ls", "echo", "tar", "wc", "rm", "mkdir",
+    "tr", "kill", "true", "pwd" }
+
+--- ensure(e) -> true | nil, err: the image is on engine e
+function _M.ensure(e)
+    local res = e:request("GET", "/images/" .. _M.IMAGE .. "/json")
+    if res and res.status == 200 then return true end
+    local dir = helpers.tmpdir()
+    local cmd = { "mkdir -p " .. dir .. "/root/bin", "cp /bin/busybox " .. dir .. "/root/bin/busybox" }
+    for _, a in ipairs(APPLETS) do cmd[#cmd + 1] = ("ln -s busybox %s/root/bin/%s"):format(dir, a) end
+    cmd[#cmd + 1] = ("tar -C %s/root -cf %s/image.tar ."):format(dir, dir)
+    assert(os.execute(table.concat(cmd, " && ")))
+    local tar = assert(helpers.read(dir .. "/image.tar"))
+    return e:json("POST", "/images/create?fromSrc=-&repo=" .. _M.IMAGE, tar,
+        { headers = { ["Content-Type"] = "application/x-tar" }, timeout_ms = 60000 })
+end
+
+return _M

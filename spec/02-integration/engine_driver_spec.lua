@@ -29,13 +29,7 @@ for _, kind in ipairs({ "docker", "podman" }) do
             if h then h:close() end
         end)
 
-        local function needs_engine()
-            if not e then
-                pending(("no %s engine reachable: %s"):format(kind, tostring(why)))
-                return false
-            end
-            return true
-        end
+        local needs_engine = busybox.guard(kind, e, why)
 
         local function run(argv, extra)
             local s = { argv = argv, env = ENV, cwd = "/sandbox", limits = { timeout = 20, output = 1048576 } }

@@ -4,6 +4,7 @@
 -- says so.
 local engine = require "llmbox.engine"
 local helpers = require "spec.helpers"
+local busybox = require "spec.support.busybox_image"
 local uv = require "luv"
 
 local function env(t) return function(k) return t[k] end end
@@ -84,13 +85,7 @@ for _, kind in ipairs({ "docker", "podman" }) do
             pending(("no %s engine here: %s"):format(kind, why))
         end)
 
-        local function needs_engine()
-            if not e then
-                pending(("no %s engine reachable: %s"):format(kind, tostring(why)))
-                return false
-            end
-            return true
-        end
+        local needs_engine = busybox.guard(kind, e, why)
 
         it("answers with its version and the API version every later call names", function()
             if not needs_engine() then return end
@@ -130,7 +125,6 @@ local container = require "llmbox.backends.container"
 local plan = require "llmbox.plan"
 local policy = require "llmbox.policy"
 
-local busybox = require "spec.support.busybox_image"
 local IMAGE = busybox.IMAGE
 local busybox_image = busybox.ensure
 
@@ -171,13 +165,7 @@ for _, kind in ipairs({ "docker", "podman" }) do
             if id then e:request("DELETE", "/containers/" .. id .. "?force=1") end
         end)
 
-        local function needs_engine()
-            if not e then
-                pending(("no %s engine reachable: %s"):format(kind, tostring(why)))
-                return false
-            end
-            return true
-        end
+        local needs_engine = busybox.guard(kind, e, why)
 
         it("runs as the sandbox user with no capabilities, no new privileges and a seccomp filter", function()
             if not needs_engine() then return end

@@ -298,7 +298,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	lb_error err;
 	memset(&err, 'x', sizeof err);
-	int rc = receive_tree(sent, scr.ws_fd, sink, dest, file_mode, max, &err);
+	int rc = receive_tree(sent, ROOT, scr.ws_fd, sink, dest, file_mode, max, &err);
 	close(sent);
 	if (sink >= 0)
 		close(sink);

@@ -299,6 +299,15 @@ int lb_tar_entries(int in_fd, uint64_t max_bytes, lb_entry_fn fn, void *ud, lb_e
  * *out is malloc'd: the caller frees it. */
 int lb_tar_pack(const lb_file *files, size_t n, uid_t uid, gid_t gid, char **out, size_t *len,
 		lb_error *err);
+/* Copies for sandboxes that unpack and pack their own side (containers): lb_tar_host makes the
+ * archive of a host file or directory that lb_copy_in would send (entries "llmbox" and
+ * "llmbox/...", symlinks and other entries skipped and listed in `skipped`), in memory (*out
+ * is malloc'd); lb_tar_extract receives a foreign archive read from in_fd (as lb_tar_entries
+ * reads one) at host_path as lb_copy_out does: a single file under a temporary name renamed
+ * over host_path when complete, a directory beneath host_path. */
+int lb_tar_host(const char *host_path, char **out, size_t *len, char *skipped, size_t skipped_len,
+		lb_error *err);
+int lb_tar_extract(int in_fd, const char *host_path, uint64_t max_bytes, lb_error *err);
 
 /* ---- HTTP for the engine drivers (http.c) ----
  * One libcurl multi handle that an event loop drives: lb_http_fds gives the sockets to watch

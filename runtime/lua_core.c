@@ -43,6 +43,8 @@
  *                                         someone else made, read as untrusted; lb_tar_entries)
  *   core.tar_pack(files [, uid, gid])  -> archive | nil, err (files as a run's, for a
  *                                         container's `tar -x -C /`; lb_tar_pack)
+ *   core.tar_host(host_path)           -> archive [, skipped] | nil, err (what copy_in sends)
+ *   core.tar_extract(archive, host_path [, max]) -> true | nil, err (as copy_out receives)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
  *   core.ioctl_number(name)            -> number | nil
@@ -789,6 +791,21 @@ static int l_reset(lua_State *L)
 	return 1;
 }
 
+/* The newline-separated names in skipped as an array, when there are any: 1 value, else 0. */
+static int push_skipped(lua_State *L, char *skipped)
+{
+	if (!skipped[0])
+		return 0;
+	lua_newtable(L);
+	int n = 0;
+	for (char *save = NULL, *line = strtok_r(skipped, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		lua_pushstring(L, line);
+		lua_rawseti(L, -2, ++n);
+	}
+	return 1;
+}
+
 /* Returns true, or true plus an array of skipped entries, or nil, err. */
 static int l_copy(lua_State *L, bool in)
 {
@@ -810,16 +827,7 @@ static int l_copy(lua_State *L, bool in)
 	if (r < 0)
 		return lb_lua_push_error(L, &err);
 	lua_pushboolean(L, 1);
-	if (!skipped[0])
-		return 1;
-	lua_newtable(L);
-	int n = 0;
-	for (char *save = NULL, *line = strtok_r(skipped, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		lua_pushstring(L, line);
-		lua_rawseti(L, -2, ++n);
-	}
-	return 2;
+	return 1 + push_skipped(L, skipped);
 }
 
 static int l_copy_in(lua_State *L)
@@ -972,6 +980,19 @@ static int l_task_gc(lua_State *L)
 	return 0;
 }
 
+/* A memfd holding data, at offset 0; -1 with err filled. */
+static int memfd_of(const char *data, size_t len, lb_error *err)
+{
+	int fd = memfd_create("llmbox-archive", MFD_CLOEXEC);
+	if (fd < 0 || lb_write_all(fd, data, len) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+		lb_fail_sys(err, errno, "keeping the archive in memory");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* core.tar_entries(archive [, max]) -> { {name, size, data}, ... } | nil, err, errno_name:
  * an archive someone else made (an engine's GET .../archive), read by lb_tar_entries. */
 static int l_tar_entries(lua_State *L)
@@ -982,18 +1003,51 @@ static int l_tar_entries(lua_State *L)
 	if (!(max >= 0 && max <= 9007199254740992.0))
 		return luaL_argerror(L, 2, "expected a byte count (0 for no limit)");
 	lb_error err = {0};
-	int fd = memfd_create("llmbox-archive", MFD_CLOEXEC);
-	if (fd < 0 || lb_write_all(fd, data, len) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
-		lb_fail_sys(&err, errno, "keeping the archive in memory");
-		if (fd >= 0)
-			close(fd);
+	int fd = memfd_of(data, len, &err);
+	if (fd < 0)
 		return lb_lua_push_error(L, &err);
-	}
 	lua_newtable(L);
 	struct collected c = {.L = L};
 	int rc = lb_tar_entries(fd, (uint64_t)max, collect_entry, &c, &err);
 	close(fd);
 	return rc < 0 ? lb_lua_push_error(L, &err) : 1;
+}
+
+/* core.tar_extract(archive, host_path [, max]) -> true | nil, err, errno_name: a foreign
+ * archive received at host_path as copy_out receives one (lb_tar_extract). */
+static int l_tar_extract(lua_State *L)
+{
+	size_t len;
+	const char *data = luaL_checklstring(L, 1, &len);
+	const char *host_path = luaL_checkstring(L, 2);
+	double max = luaL_optnumber(L, 3, 0);
+	if (!(max >= 0 && max <= 9007199254740992.0))
+		return luaL_argerror(L, 3, "expected a byte count (0 for no limit)");
+	lb_error err = {0};
+	int fd = memfd_of(data, len, &err);
+	if (fd < 0)
+		return lb_lua_push_error(L, &err);
+	int rc = lb_tar_extract(fd, host_path, (uint64_t)max, &err);
+	close(fd);
+	if (rc < 0)
+		return lb_lua_push_error(L, &err);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/* core.tar_host(host_path) -> archive [, { skipped name, ... }] | nil, err, errno_name: what
+ * copy_in would send of a host file or directory (lb_tar_host). */
+static int l_tar_host(lua_State *L)
+{
+	const char *host_path = luaL_checkstring(L, 1);
+	char *out, skipped[2048] = "";
+	size_t len;
+	lb_error err = {0};
+	if (lb_tar_host(host_path, &out, &len, skipped, sizeof skipped, &err) < 0)
+		return lb_lua_push_error(L, &err);
+	lua_pushlstring(L, out, len);
+	free(out);
+	return 1 + push_skipped(L, skipped);
 }
 
 /* core.tar_pack(files [, uid, gid]) -> archive | nil, err, errno_name: files ({ path, data,
@@ -1203,6 +1257,8 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"spawn", l_spawn},
 					 {"tar_entries", l_tar_entries},
 					 {"tar_pack", l_tar_pack},
+					 {"tar_host", l_tar_host},
+					 {"tar_extract", l_tar_extract},
 					 {NULL, NULL}};
 	lb_lua_class(L, SESSION_MT, session_methods, l_close);
 	lb_lua_class(L, PENDING_MT, pending_methods, l_pending_gc);

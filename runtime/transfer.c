@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -327,13 +328,14 @@ static void stream_close(struct stream *st)
 
 /* Extracts the stream read from in_fd beneath base_fd at `dest` (relative; "" means base_fd
  * itself must receive a directory). `file_mode`, when non-zero, overrides a single file's
- * mode. The first entry must be ROOT. With file_fd >= 0 the stream must be one regular file,
+ * mode. The first entry must be root (NULL: it names the root, see struct stream). With
+ * file_fd >= 0 the stream must be one regular file,
  * whose data goes to file_fd. */
-static int receive_tree(int in_fd, int base_fd, int file_fd, const char *dest, unsigned file_mode,
-			uint64_t max, lb_error *err)
+static int receive_tree(int in_fd, const char *root, int base_fd, int file_fd, const char *dest,
+			unsigned file_mode, uint64_t max, lb_error *err)
 {
 	struct stream st;
-	int rc = stream_open(&st, in_fd, ROOT, err), more = 0;
+	int rc = stream_open(&st, in_fd, root, err), more = 0;
 	struct archive *a = st.a;
 	uint64_t total = 0;
 	struct archive_entry *e;
@@ -483,7 +485,7 @@ static int jail_receive(int ws, int pipe_fd, const char *rel, unsigned mode, uin
 {
 	(void)max;
 	(void)report;
-	return receive_tree(pipe_fd, ws, -1, rel, mode, 0, err);
+	return receive_tree(pipe_fd, ROOT, ws, -1, rel, mode, 0, err);
 }
 
 static int jail_send(int ws, int pipe_fd, const char *rel, unsigned mode, uint64_t max, int report,
@@ -541,7 +543,8 @@ int lb_copy_in(lb_jail *j, const char *host_path, const char *jail_path, unsigne
  * renamed over it only when complete, so a failed copy never leaves a half-written file and
  * never destroys what was there. A destination that exists and is not a regular file (a
  * device, a FIFO) is written in place. A directory goes beneath the destination directory. */
-static int host_receive(int in_fd, const char *host_path, uint64_t max, lb_error *err)
+static int host_receive(int in_fd, const char *root, const char *host_path, uint64_t max,
+			lb_error *err)
 {
 	struct stat st;
 	bool exists = stat(host_path, &st) == 0;
@@ -549,7 +552,7 @@ static int host_receive(int in_fd, const char *host_path, uint64_t max, lb_error
 		_cleanup_fd_ int dfd = open(host_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dfd < 0)
 			return lb_fail_sys(err, errno, "opening %s", host_path);
-		return receive_tree(in_fd, dfd, -1, "", 0, max, err);
+		return receive_tree(in_fd, root, dfd, -1, "", 0, max, err);
 	}
 	/* The directory to write in and the name in it, each in its own buffer: a bare name
 	 * ("output.txt") is written in ".". */
@@ -574,13 +577,13 @@ static int host_receive(int in_fd, const char *host_path, uint64_t max, lb_error
 		_cleanup_fd_ int fd = open(host_path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
 		if (fd < 0)
 			return lb_fail_sys(err, errno, "writing %s", host_path);
-		return receive_tree(in_fd, -1, fd, "", 0, max, err);
+		return receive_tree(in_fd, root, -1, fd, "", 0, max, err);
 	}
 	snprintf(tmp, sizeof tmp, ".%.200s.llmbox-%d", base, (int)getpid());
 	unlinkat(dfd, tmp, 0);
 	unlinkat(dfd, tmp, AT_REMOVEDIR);
 	/* The stream's ROOT entry lands at `tmp` beneath dfd: a file, or a whole directory. */
-	int rc = receive_tree(in_fd, dfd, -1, tmp, 0, max, err);
+	int rc = receive_tree(in_fd, root, dfd, -1, tmp, 0, max, err);
 	if (rc == 0 && renameat(dfd, tmp, dfd, base) < 0)
 		rc = lb_fail_sys(err, errno, "renaming the copy to %s", host_path);
 	if (rc < 0 && unlinkat(dfd, tmp, 0) < 0 && errno == EISDIR)
@@ -682,7 +685,7 @@ static int send_out(lb_jail *j, const char *jail_path, const struct host_side *h
 	int rc = -1;
 	if (pid > 0) {
 		rc = host->fn ? receive_entries(pipefd[0], ROOT, max_bytes, host->fn, host->ud, err)
-			      : host_receive(pipefd[0], host->host_path, max_bytes, err);
+			      : host_receive(pipefd[0], ROOT, host->host_path, max_bytes, err);
 		close(pipefd[0]);
 		pipefd[0] = -1;
 		rc = finish_jail_side(pid, report[0], skipped, skipped_len, rc, err);
@@ -809,4 +812,43 @@ out:
 		archive_write_free(a);
 	free(m.data);
 	return rc;
+}
+
+/* ---- archives for and from a sandbox that unpacks and packs its own side (containers) ---- */
+
+int lb_tar_extract(int in_fd, const char *host_path, uint64_t max_bytes, lb_error *err)
+{
+	return host_receive(in_fd, NULL, host_path, max_bytes, err);
+}
+
+int lb_tar_host(const char *host_path, char **out, size_t *len, char *skipped, size_t skipped_len,
+		lb_error *err)
+{
+	*out = NULL;
+	*len = 0;
+	_cleanup_fd_ int src = open(host_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (src < 0)
+		return lb_fail_sys(err, errno, "reading %s", host_path);
+	struct stat st;
+	if (fstat(src, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+		return lb_fail(err, EINVAL, "%s is not a regular file or a directory", host_path);
+	_cleanup_fd_ int mem = memfd_create("llmbox-copy", MFD_CLOEXEC);
+	if (mem < 0)
+		return lb_fail_sys(err, errno, "memfd_create");
+	struct walk w;
+	if (send_tree(src, mem, 0, -1, &w, err) < 0)
+		return -1;
+	if (skipped && skipped_len)
+		snprintf(skipped, skipped_len, "%s", w.skipped);
+	off_t size = lseek(mem, 0, SEEK_END);
+	char *buf = size > 0 ? malloc((size_t)size) : NULL;
+	if (size <= 0 || !buf)
+		return lb_fail(err, ENOMEM, "out of memory for the copy of %s", host_path);
+	if (pread(mem, buf, (size_t)size, 0) != size) {
+		free(buf);
+		return lb_fail_sys(err, errno, "reading the copy back");
+	}
+	*out = buf;
+	*len = (size_t)size;
+	return 0;
 }

@@ -7,6 +7,7 @@ local engine = require "llmbox.engine"
 local plan = require "llmbox.plan"
 local policy = require "llmbox.policy"
 local busybox = require "spec.support.busybox_image"
+local helpers = require "spec.helpers"
 
 local ENV = { "PATH=/bin" }
 
@@ -120,12 +121,37 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.equal("/sandbox:\n\n/tmp:\nllmbox\n", r.stdout)
         end)
 
+        it("copies files and directories in and out, skipping links, with copy_out's limit", function()
+            if not needs_engine() then return end
+            local dir = helpers.tmpdir()
+            assert(os.execute(("mkdir -p %s/tree/sub && echo one > %s/tree/a && echo two > %s/tree/sub/b "
+                .. "&& ln -s /etc/passwd %s/tree/link && echo single > %s/file"):format(dir, dir, dir, dir, dir)))
+            local ok, skipped = h:copy_in(dir .. "/tree", "/sandbox/tree")
+            assert.is_true(ok, skipped)
+            assert.same({ "llmbox/link" }, skipped) -- named as native names them
+            assert(h:copy_in(dir .. "/file", "/sandbox/file", tonumber("600", 8)))
+            local r = assert(run({ "/bin/sh", "-c", "cat /sandbox/tree/a /sandbox/tree/sub/b /sandbox/file; "
+                .. "stat -c %a /sandbox/file; ls /sandbox/tree" }))
+            assert.equal("one\ntwo\nsingle\n600\na\nsub\n", r.stdout)
+            -- and back out: a file whole, a directory beneath the destination
+            assert(h:copy_out("/sandbox/file", dir .. "/back.txt"))
+            assert.equal("single\n", helpers.read(dir .. "/back.txt"))
+            assert(os.execute("mkdir " .. dir .. "/out"))
+            assert(h:copy_out("/sandbox/tree", dir .. "/out"))
+            assert.equal("two\n", helpers.read(dir .. "/out/sub/b")) -- its contents, as native copies them
+            local none, err, code = h:copy_out("/sandbox/missing", dir .. "/x")
+            assert.is_nil(none)
+            assert.equal("ENOENT", code, err)
+            assert(run({ "/bin/sh", "-c", "dd if=/dev/zero of=/sandbox/big bs=1024 count=3072 2>/dev/null" }))
+            none, err, code = h:copy_out("/sandbox/big", dir .. "/big", 1048576)
+            assert.is_nil(none)
+            assert.equal("EFBIG", code, err)
+            assert.is_nil(helpers.read(dir .. "/big"))
+        end)
+
         it("refuses what it cannot do yet, saying so", function()
             if not needs_engine() then return end
-            local ok, err = h:copy_in("/etc/hostname", "/sandbox/x")
-            assert.is_nil(ok)
-            assert.matches(("the %s backend cannot copy files in from the host yet"):format(kind), err, 1, true)
-            ok, err = run({ "true" }, { host_network = true })
+            local ok, err = run({ "true" }, { host_network = true })
             assert.is_nil(ok)
             assert.matches("host's network", err, 1, true)
         end)

@@ -10,9 +10,9 @@
 -- the output cap; when either fires, a second exec kills every process of the container but
 -- its init and keeper — the Docker API cannot kill an exec.
 --
--- First cut (the docker/podman issue says what is missing): copies to and from the host, pools'
--- warm start, per-run process and CPU-quota limits below the container's, installs (which need
--- a network) and image pulls/builds are refused with a message that says so.
+-- First cut (the docker/podman issue says what is missing): pools' warm start, per-run process
+-- and CPU-quota limits below the container's, installs (which need a network) and image
+-- pulls/builds are refused with a message that says so.
 local container = require "llmbox.backends.container"
 local engine = require "llmbox.engine"
 local core = require "llmbox.core"
@@ -168,8 +168,70 @@ function Handle:collect(path, max)
     return core.tar_entries(res.stdout, max)
 end
 
-function Handle:copy_in() return refuse(self.kind, "copy files in from the host") end
-function Handle:copy_out() return refuse(self.kind, "copy files out to the host") end
+-- The container's side of copy_in: the archive (entries "llmbox", "llmbox/...") is unpacked
+-- next to the destination, then moved into place. $1: the destination, $2: a file's mode.
+local COPY_IN = [[
+case "$1" in */*) dir=${1%/*} ;; *) dir=. ;; esac
+t=$(mktemp -d "${dir:-/}/.llmbox-in.XXXXXX") || exit 1
+tar -x -C "$t" || { rm -rf "$t"; exit 1; }
+if [ -n "$2" ] && [ -f "$t/llmbox" ]; then chmod "$2" "$t/llmbox"; fi
+if [ -d "$1" ] && [ ! -L "$1" ]; then echo "$1 exists and is a directory" >&2; rm -rf "$t"; exit 1; fi
+mv -f "$t/llmbox" "$1"; rc=$?
+rm -rf "$t"
+exit $rc
+]]
+
+--- handle:copy_in(host_path, path [, mode]) -> true [, skipped] | nil, err: a host file or
+--- directory to path in the container (symlinks and special files in a directory are skipped)
+function Handle:copy_in(host_path, path, mode)
+    if not self.id then return nil, "session is closed" end
+    local archive, skipped, code = core.tar_host(host_path)
+    if not archive then return nil, skipped, code end
+    local res, err
+    res, err, code = self.engine:exec(self.id, {
+        argv = { "/bin/sh", "-c", COPY_IN, "copy-in", path, mode and format("%o", mode) or "" },
+        user = container.USER, stdin = archive, timeout_ms = INTERNAL_MS,
+    })
+    if not res then return nil, err, code end
+    if res.exit_code ~= 0 then
+        return nil, format("copying %s to %s: %s", host_path, path, (res.stderr:gsub("%s+$", ""))), "EIO"
+    end
+    return true, skipped
+end
+
+--- handle:copy_out(path, host_path [, max]) -> true | nil, err: path in the container to the
+--- host, received like any untrusted archive (a file lands whole or not at all)
+function Handle:copy_out(path, host_path, max)
+    if not self.id then return nil, "session is closed" end
+    local parent, base = path:match("^(.*)/([^/]+)$")
+    if not parent or base == ".." or base == "." then return nil, "copy_out: expected an absolute path", "EINVAL" end
+    -- the archive may be a little larger than what it holds: headers, padding
+    local cap = max and max > 0 and max + 1048576 or nil
+    local seen, too_big = 0, false
+    local res, err, code = self.engine:exec(self.id, {
+        argv = { "/bin/sh", "-c", '[ -e "$1/$2" ] || exit 3; exec tar -c -C "$1" -- "$2"', "copy-out",
+            parent == "" and "/" or parent, base },
+        user = container.USER, timeout_ms = INTERNAL_MS,
+    }, function(stream, chunk)
+        if stream ~= "stdout" then return chunk end
+        seen = seen + #chunk
+        if cap and seen > cap then
+            if not too_big then
+                too_big = true
+                self:sweep()
+            end
+            return ""
+        end
+        return chunk
+    end)
+    if not res then return nil, err, code end
+    if too_big then
+        return nil, format("%s is larger than the limit of %d bytes", path, max), "EFBIG"
+    end
+    if res.exit_code == 3 then return nil, path .. " does not exist", "ENOENT" end
+    if res.exit_code ~= 0 then return nil, format("copying %s out: %s", path, res.stderr), "EIO" end
+    return core.tar_extract(res.stdout, host_path, max)
+end
 
 --- handle:reset() -> true | nil, err: kills what runs and empties the workspace and /tmp
 function Handle:reset()

@@ -1,6 +1,7 @@
 /* Fuzz target "tar": receive_tree, the receiving side of file transfer (static in transfer.c,
  * reached by including that file unchanged). It reads a tar stream from a pipe and recreates it
- * beneath a directory fd; the stream is untrusted (copy_out reads what the jail side sends).
+ * beneath a directory fd; the stream is untrusted (copy_out reads what the jail side sends, and
+ * lb_tar_extract what a container's tar sends: both roots are fuzzed).
  *
  * Most inputs are turned into a well-formed stream by libarchive's writer (several tar dialects,
  * entry names made of tokens, every entry type, fuzzed permissions and sizes), then optionally
@@ -266,6 +267,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned how = u8(&in), opts = u8(&in);
 	bool to_file = how & 4;
 	const char *dest = dests[(how >> 3) % 8];
+	/* Our own streams (root "llmbox"), or a foreign archive whose first entry names the root,
+	 * as lb_tar_extract receives a container's (copy_out on the engine backends). */
+	const char *root = how & 0x40 ? NULL : ROOT;
 	uint64_t max = maxes[(opts >> 3) % 6];
 	unsigned file_mode = modes[opts % 6];
 
@@ -298,7 +302,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	lb_error err;
 	memset(&err, 'x', sizeof err);
-	int rc = receive_tree(sent, ROOT, scr.ws_fd, sink, dest, file_mode, max, &err);
+	int rc = receive_tree(sent, root, scr.ws_fd, sink, dest, file_mode, max, &err);
 	close(sent);
 	if (sink >= 0)
 		close(sink);

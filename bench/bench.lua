@@ -166,11 +166,40 @@ if have_bwrap then
         time_process(r, BWRAP)
     end }
 end
+-- llmbox's own docker driver (first cut, not selectable yet): the same image, hardened as the
+-- sandbox spec asks, driven through the Engine API
+local docker_driver, docker_spec
+if DOCKER_IMAGE then
+    docker_driver = require("llmbox.backends.engines").driver("docker")
+    docker_spec = require("llmbox.plan").sandbox(assert(require("llmbox.policy").load("default")), nil,
+        { image = DOCKER_IMAGE })
+end
+local DOCKER_RUN = { argv = { "python3", "-c", "print(1)" }, env = { "PATH=/usr/bin:/bin" }, cwd = "/sandbox",
+    limits = { timeout = 30, output = 65536 } }
 if DOCKER_IMAGE then
     latency_rows[#latency_rows + 1] = { row("docker", "docker run --rm --network none", { short = "docker run" }), function(r, round)
         if round > N.docker_rounds then return end
         time_process(r, { DOCKER_BIN, "run", "--rm", "--network", "none", DOCKER_IMAGE, "python3", "-c", "print(1)" })
         B.sleep_ms(100) -- let containerd and dockerd finish tearing the container down
+    end }
+    latency_rows[#latency_rows + 1] = { row("docker_driver", "llmbox docker driver (first cut): open + run + close",
+        { short = "llmbox docker" }), function(r, round)
+        if round > N.docker_rounds then return end
+        local t0 = now()
+        local h, err = docker_driver.open(docker_spec)
+        local t1 = now()
+        local res, rerr, t2
+        if h then
+            res, rerr = h:run(DOCKER_RUN)
+            t2 = now()
+            h:close()
+        end
+        local ms = now() - t0
+        local ok, why = check_result(res, rerr or err)
+        record(r, ms, ok, why)
+        if ok then part(r, "open: create, start, find the keeper", t1 - t0) part(r, "run: one exec", t2 - t1)
+            part(r, "close: remove the container", ms - (t2 - t0)) end
+        B.sleep_ms(100)
     end }
 end
 
@@ -229,6 +258,25 @@ do
         record(in_exec, ms, res and res.exit_code == 0, res and ("exit " .. tostring(res.exit_code)) or rerr)
     end
     s:close()
+end
+
+if DOCKER_IMAGE then
+    local r = row("docker_session_run", "open docker container (first cut): run python3 -c 'print(1)'",
+        { section = "session", short = "docker: run in open container" })
+    local h, herr = docker_driver.open(docker_spec)
+    if not h then
+        record(r, 0, false, herr)
+    else
+        for i = 1, N.warmup do h:run(DOCKER_RUN) end
+        for i = 1, N.docker_rounds do
+            quiesce()
+            local t0 = now()
+            local res, rerr = h:run(DOCKER_RUN)
+            local ok, why = check_result(res, rerr)
+            record(r, now() - t0, ok, why)
+        end
+        h:close()
+    end
 end
 
 -- 3. copies in and out

@@ -169,6 +169,29 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.matches('image "localhost/llmbox-no-such-image:0" is not on the', err, 1, true)
         end)
 
+        it("removes, in maintain(), what a dead llmbox process left, and nothing else", function()
+            if not needs_engine() then return end
+            local container = require "llmbox.backends.container"
+            local boot = helpers.read("/proc/sys/kernel/random/boot_id"):gsub("%s", "")
+            local function make(owner)
+                local body = assert(container.create_body(spec(), { image = busybox.IMAGE,
+                    seccomp_file = kind == "podman" and h.seccomp_file or nil, nproc = kind == "podman" and 1024 or nil,
+                    labels = { [container.OWNER] = owner } }))
+                return assert(e:json("POST", "/containers/create", body)).Id
+            end
+            local dead = make(boot .. "/999999999/1")          -- a pid that does not exist
+            local other = make("another-machine/1/1")          -- another machine's: not ours to judge
+            local unlabelled = assert(e:json("POST", "/containers/create", { Image = busybox.IMAGE,
+                Cmd = { "true" } })).Id                       -- not llmbox's at all
+            assert(driver.maintain())
+            local function exists(id) return assert(e:request("GET", "/containers/" .. id .. "/json")).status == 200 end
+            assert.is_false(exists(dead))
+            assert.is_true(exists(other))
+            assert.is_true(exists(unlabelled))
+            assert.is_true(exists(h.id)) -- this process's, alive
+            for _, id in ipairs({ other, unlabelled }) do e:request("DELETE", "/containers/" .. id .. "?force=1") end
+        end)
+
         it("removes its container on close, and leaves nothing behind", function()
             if not needs_engine() then return end
             local h2 = assert(driver.open(spec()))

@@ -22,8 +22,10 @@ _M.layout = { workspace = "/sandbox", code = "/tmp/llmbox", plots = "/tmp/llmbox
 -- The user programs run as (native's sandbox user has the same ids).
 _M.USER = "1000:1000"
 
--- The labels that mark what llmbox created: nothing without them is ever removed.
+-- The labels that mark what llmbox created: nothing without them is ever removed. The owner
+-- (boot id/pid/start time) lets a later process remove what a crashed one left.
 _M.LABEL = "io.llmbox.managed"
+_M.OWNER = "io.llmbox.owner"
 
 -- The flags of clone(2) that make namespaces (native refuses them the same way).
 local CLONE_NEW = {

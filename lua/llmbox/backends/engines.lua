@@ -17,6 +17,10 @@ local container = require "llmbox.backends.container"
 local engine = require "llmbox.engine"
 local core = require "llmbox.core"
 local util = require "llmbox.util"
+local json = require "llmbox.json"
+local ffi = require "ffi"
+
+pcall(ffi.cdef, "int getpid(void);")
 
 local setmetatable, tostring, format, floor, min = setmetatable, tostring, string.format, math.floor, math.min
 
@@ -275,6 +279,33 @@ local function write_profile(text)
     return path
 end
 
+-- Who made a container: this machine's boot id, the pid and its start time (pids are reused).
+local function boot_id()
+    return ((util.read_file("/proc/sys/kernel/random/boot_id") or "unknown"):gsub("%s", ""))
+end
+
+local function start_time(pid)
+    local stat = util.read_file("/proc/" .. pid .. "/stat")
+    -- the fields after the command name, which may hold spaces and parentheses
+    local rest = stat and stat:match("^.*%) (.*)$")
+    local fields = {}
+    for f in (rest or ""):gmatch("%S+") do fields[#fields + 1] = f end
+    return fields[20] -- starttime is field 22 of the whole line
+end
+
+local function alive(pid, start)
+    return pid ~= nil and start_time(pid) == start
+end
+
+local function owner_label()
+    local pid = tostring(ffi.C.getpid())
+    return format("%s/%s/%s", boot_id(), pid, start_time(pid) or "0")
+end
+
+local function url_encode(s)
+    return (s:gsub("[^%w%-%._~]", function(c) return format("%%%02X", c:byte()) end))
+end
+
 -- This process's hard RLIMIT_NPROC, capped: Podman must be told one at or below its own.
 local function nproc_limit()
     local limits = util.read_file("/proc/self/limits") or ""
@@ -295,8 +326,27 @@ function _M.driver(kind)
         return true
     end
 
-    -- Each run sweeps what it left; nothing else is left behind between runs.
-    function D.maintain() return true end
+    --- D.maintain() -> true | nil, err: removes the containers that llmbox processes of this
+    --- machine created and died without removing (each run sweeps what it left, so live
+    --- sessions need nothing). Containers of other machines, and any llmbox did not create, are
+    --- left alone.
+    function D.maintain()
+        local e, err = engine.connect(kind)
+        if not e then return nil, err end
+        local list
+        list, err = e:json("GET", "/containers/json?all=1&filters=" .. url_encode(json.encode(
+            { label = { container.LABEL .. "=1" } })))
+        if not list then return nil, err end
+        local boot = boot_id()
+        for _, c in ipairs(list) do
+            local owner = c.Labels and c.Labels[container.OWNER] or ""
+            local b, pid, start = owner:match("^([^/]+)/(%d+)/(%d+)$")
+            if b == boot and not alive(tonumber(pid), start) then
+                e:request("DELETE", "/containers/" .. c.Id .. "?force=1&v=1")
+            end
+        end
+        return true
+    end
 
     --- D.open(spec) -> handle | nil, err
     function D.open(spec)
@@ -315,7 +365,7 @@ function _M.driver(kind)
             return nil, format("image %q is not on the %s engine: pull or build it first (`%s pull %s`)", spec.image,
                 engine.KINDS[kind], kind, spec.image)
         end
-        local opts = { image = spec.image }
+        local opts = { image = spec.image, labels = { [container.OWNER] = owner_label() } }
         if kind == "podman" then
             local perr
             opts.seccomp_file, perr = write_profile(container.profile_json(container.seccomp_profile(spec.syscalls)))

@@ -163,6 +163,12 @@ for _, kind in ipairs({ "docker", "podman" }) do
             local none, err = driver.open(s)
             assert.is_nil(none)
             assert.matches("runs images: name one", err, 1, true)
+            for _, bad in ipairs({ "../../containers/x", "img?x=1", "a b", "/abs", "" }) do
+                s.image = bad
+                none, err = driver.open(s)
+                assert.is_nil(none, bad)
+                assert.matches("is not an image reference", err, 1, true)
+            end
             s.image = "localhost/llmbox-no-such-image:0"
             none, err = driver.open(s)
             assert.is_nil(none)

@@ -355,6 +355,12 @@ function _M.driver(kind)
             return nil, format("the %s backend runs images: name one (image = \"...\" in Lua, --image on the "
                 .. "command line)", kind)
         end
+        -- an image reference ("name[:tag][@digest]", registry and path parts): it goes into
+        -- request paths, so nothing else may pass
+        if not spec.image:match("^[%w][%w%._/:@%-]*$") or spec.image:find("..", 1, true)
+            or spec.image:find("//", 1, true) or #spec.image > 255 then
+            return nil, format("image %q is not an image reference (name[:tag][@digest])", spec.image)
+        end
         if spec.limits.cgroup == "forbid" then
             return nil, format("policy %q forbids cgroups (limits.cgroup), which a container always has", pol.name)
         end

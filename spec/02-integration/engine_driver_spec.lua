@@ -95,6 +95,24 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.is_false(r.timed_out)
         end)
 
+        it("reports the container's memory ceiling when it kills a run", function()
+            if not needs_engine() then return end
+            local s = spec()
+            s.limits.memory = 64 * 1024 * 1024
+            local small = assert(driver.open(s))
+            local r = assert(small:run({ argv = { "/bin/sh", "-c", 'x=$(head -c 300000000 /dev/zero | tr "\\0" a); echo ${#x}' },
+                env = ENV, cwd = "/sandbox", limits = { timeout = 30, output = 65536 } }))
+            -- the control: a program that kills itself is not a memory limit
+            local self_kill = assert(small:run({ argv = { "/bin/sh", "-c", "kill -9 $$" }, env = ENV, cwd = "/sandbox",
+                limits = { timeout = 30, output = 65536 } }))
+            small:close()
+            assert.equal(137, r.exit_code)
+            assert.equal("memory", r.limit)
+            assert.equal(9, r.signal)
+            assert.equal(137, self_kill.exit_code)
+            assert.is_nil(self_kill.limit)
+        end)
+
         it("applies the rlimits of one run: open files and file size", function()
             if not needs_engine() then return end
             local r = assert(run({ "/bin/sh", "-c", "ulimit -n; ulimit -f" },

@@ -6,10 +6,10 @@ local helpers = require "spec.helpers"
 
 local _M = {}
 
-_M.IMAGE = "localhost/llmbox-test-busybox:4"
+_M.IMAGE = "localhost/llmbox-test-busybox:5"
 
 local APPLETS = { "sh", "id", "cat", "grep", "touch", "unshare", "sleep", "ls", "echo", "tar", "wc", "rm", "mkdir",
-    "tr", "kill", "true", "pwd", "mktemp", "chmod", "mv", "stat", "dd" }
+    "tr", "kill", "true", "pwd", "mktemp", "chmod", "mv", "stat", "dd", "head" }
 
 --- ensure(e) -> true | nil, err: the image is on engine e
 function _M.ensure(e)

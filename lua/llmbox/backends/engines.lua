@@ -44,7 +44,8 @@ while [ "$1" != -- ]; do rm -rf -- "$1"; shift; done; shift
 [ "$3" = - ] || ulimit -f "$3"; [ "$4" = - ] || ulimit -d "$4"
 shift 4
 spare="$$"; while [ "$1" != -- ]; do spare="$spare $1"; shift; done; shift
-"$@" < "${in:-/dev/null}"
+"$@" < "${in:-/dev/null}" &
+wait $!
 rc=$?
 for round in 1 2 3; do
   for d in /proc/[0-9]*; do
@@ -69,6 +70,10 @@ done
 local function refuse(kind, what)
     return nil, format("the %s backend cannot %s yet (this first cut of the container backends)", kind, what),
         "EOPNOTSUPP"
+end
+
+local function url_encode(s)
+    return (s:gsub("[^%w%-%._~]", function(c) return format("%%%02X", c:byte()) end))
 end
 
 local Handle = {}
@@ -143,6 +148,12 @@ function Handle:run(spec)
     end)
     if not res then return nil, err, code end
     local exit_code = res.exit_code
+    -- killed, and not by us: the container's memory ceiling, if its count of OOM kills grew
+    if exit_code == 137 and not limit then
+        local kills = self:oom_kills()
+        if kills and self.ooms and kills > self.ooms then limit = "memory" end
+        self.ooms = kills or self.ooms
+    end
     return {
         exit_code = exit_code,
         signal = (exit_code and exit_code > 128 and exit_code < 160) and exit_code - 128 or nil,
@@ -153,6 +164,15 @@ function Handle:run(spec)
         truncated = truncated,
         duration_ms = util.now_ms() - started,
     }
+end
+
+-- How many processes the container's memory ceiling has killed so far (the kernel's count in
+-- its memory cgroup: cgroup v1's memory.oom_control, v2's memory.events), or nil when unknown.
+function Handle:oom_kills()
+    local res = self.engine:exec(self.id, { argv = { "/bin/sh", "-c",
+        "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null; exit 0" },
+        user = container.USER, timeout_ms = INTERNAL_MS })
+    return res and tonumber(res.stdout:match("oom_kill (%d+)")) or nil
 end
 
 --- handle:collect(path, max) -> { {name, size, data}, ... } | nil, err, errno_name: the regular
@@ -302,9 +322,6 @@ local function owner_label()
     return format("%s/%s/%s", boot_id(), pid, start_time(pid) or "0")
 end
 
-local function url_encode(s)
-    return (s:gsub("[^%w%-%._~]", function(c) return format("%%%02X", c:byte()) end))
-end
 
 -- This process's hard RLIMIT_NPROC, capped: Podman must be told one at or below its own.
 local function nproc_limit()
@@ -397,6 +414,7 @@ function _M.driver(kind)
                 timeout_ms = INTERNAL_MS })
         end
         h.keeper = kids and tonumber(kids.stdout:match("^%s*(%d+)%s*$"))
+        if h.keeper then h.ooms = h:oom_kills() end
         if not h.keeper then
             h:close()
             return nil, "starting the container: " .. tostring(err or (kids and ("no keeper process: " .. kids.stdout

@@ -43,6 +43,8 @@ Commands:
 Options:
   -l, --lang LANG       language (default: from FILE's extension, else python)
   -b, --backend NAME    sandbox backend (default: $LLMBOX_BACKEND, else native; see backends)
+  --image IMAGE         the image to run in, for backends that run images (native runs the
+                        host's interpreters and refuses one)
   -p, --policy POLICY   policy name (policies/NAME.lua) or path to a policy file
                         (default: $LLMBOX_POLICY or "default")
   -t, --timeout SECS    wall-clock limit in decimal seconds (5, 0.5), at most the policy's
@@ -73,6 +75,7 @@ end
 
 local RUN_SPEC = {
     ["-l"] = "lang", ["--lang"] = "lang", ["-b"] = "backend", ["--backend"] = "backend",
+    ["--image"] = "image",
     ["-p"] = "policy", ["--policy"] = "policy", ["-t"] = "timeout", ["--timeout"] = "timeout",
     ["-c"] = "code", ["--code"] = "code", ["--json"] = { flag = "json" },
     ["-i"] = { flag = "stdin" }, ["--stdin"] = { flag = "stdin" },
@@ -82,7 +85,7 @@ local RUN_SPEC = {
 }
 
 local EXEC_SPEC = {
-    ["-b"] = "backend", ["--backend"] = "backend", ["-p"] = "policy", ["--policy"] = "policy",
+    ["-b"] = "backend", ["--backend"] = "backend", ["--image"] = "image", ["-p"] = "policy", ["--policy"] = "policy",
     ["-t"] = "timeout", ["--timeout"] = "timeout", ["--json"] = { flag = "json" },
     ["-i"] = { flag = "stdin" }, ["--stdin"] = { flag = "stdin" },
     ["-q"] = { flag = "quiet" }, ["--quiet"] = { flag = "quiet" },
@@ -147,7 +150,7 @@ function _M.run(argv)
     local term = not opts.json and output.terminal() or nil
     local o = run_opts(opts, timeout, term)
     o.args, o.libraries = opts.rest, libraries
-    o.lang, o.policy, o.backend = lang or "python", opts.policy, opts.backend
+    o.lang, o.policy, o.backend, o.image = lang or "python", opts.policy, opts.backend, opts.image
     -- llmbox.run admits the code before it creates the sandbox: refused code costs none
     local r, rerr, report = llmbox.run(code, o)
     if not r then
@@ -167,7 +170,7 @@ function _M.exec(argv)
     if #cmd == 0 then return die("exec needs a command: llmbox exec [OPTIONS] -- CMD [ARGS...]") end
     local timeout, terr = cli_args.timeout(opts.timeout)
     if terr then return die(terr) end
-    local s, err = llmbox.session({ policy = opts.policy, backend = opts.backend })
+    local s, err = llmbox.session({ policy = opts.policy, backend = opts.backend, image = opts.image })
     if not s then return die(err) end
     local term = not opts.json and output.terminal() or nil
     local r, rerr = s:exec(cmd, run_opts(opts, timeout, term))

@@ -204,6 +204,16 @@ describe("llmbox CLI #unpriv", function()
         assert.matches("backends takes only --json", err, 1, true)
     end)
 
+    it("passes --image to the backend, and native refuses one with what to use instead", function()
+        for _, args in ipairs({ { "run", "--image", "python:3.12-slim", "-c", "print(1)" },
+            { "exec", "--image", "python:3.12-slim", "--", "true" } }) do
+            local st, _, err = cli(args)
+            assert.equal(125, st)
+            assert.matches("an image was asked for (python:3.12-slim); the native backend runs the host's "
+                .. "interpreters", err, 1, true)
+        end
+    end)
+
     it("names what is built when asked for a backend that is not", function()
         local st, _, err = cli({ "run", "-b", "bwrap", "-c", "print(1)" })
         assert.equal(125, st)

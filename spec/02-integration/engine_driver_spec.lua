@@ -30,7 +30,7 @@ for _, kind in ipairs({ "docker", "podman" }) do
             if h then h:close() end
         end)
 
-        local needs_engine = busybox.guard(kind, e, why)
+        local needs_engine = busybox.guard(kind, e, why, pending)
 
         local function run(argv, extra)
             local s = { argv = argv, env = ENV, cwd = "/sandbox", limits = { timeout = 20, output = 1048576 } }

@@ -25,9 +25,10 @@ function _M.ensure(e)
         { headers = { ["Content-Type"] = "application/x-tar" }, timeout_ms = 60000 })
 end
 
---- guard(kind, e, why) -> needs_engine(): true when engine e answered, else marks the running
---- spec pending with the reason and returns false
-function _M.guard(kind, e, why)
+--- guard(kind, e, why, pending) -> needs_engine(): true when engine e answered, else marks the
+--- running spec pending (busted's `pending`, which only spec files see) with the reason and
+--- returns false
+function _M.guard(kind, e, why, pending)
     return function()
         if not e then
             pending(("no %s engine reachable: %s"):format(kind, tostring(why)))

@@ -30,7 +30,11 @@ for _, kind in ipairs({ "docker", "podman" }) do
             if h then h:close() end
         end)
 
-        local needs_engine = busybox.guard(kind, e, why, pending)
+        local function needs_engine()
+            local why_not = busybox.unavailable(kind, e, why)
+            if why_not then pending(why_not) end
+            return not why_not
+        end
 
         local function run(argv, extra)
             local s = { argv = argv, env = ENV, cwd = "/sandbox", limits = { timeout = 20, output = 1048576 } }

@@ -85,7 +85,11 @@ for _, kind in ipairs({ "docker", "podman" }) do
             pending(("no %s engine here: %s"):format(kind, why))
         end)
 
-        local needs_engine = busybox.guard(kind, e, why, pending)
+        local function needs_engine()
+            local why_not = busybox.unavailable(kind, e, why)
+            if why_not then pending(why_not) end
+            return not why_not
+        end
 
         it("answers with its version and the API version every later call names", function()
             if not needs_engine() then return end
@@ -165,7 +169,11 @@ for _, kind in ipairs({ "docker", "podman" }) do
             if id then e:request("DELETE", "/containers/" .. id .. "?force=1") end
         end)
 
-        local needs_engine = busybox.guard(kind, e, why, pending)
+        local function needs_engine()
+            local why_not = busybox.unavailable(kind, e, why)
+            if why_not then pending(why_not) end
+            return not why_not
+        end
 
         it("runs as the sandbox user with no capabilities, no new privileges and a seccomp filter", function()
             if not needs_engine() then return end

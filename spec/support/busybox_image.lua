@@ -25,17 +25,12 @@ function _M.ensure(e)
         { headers = { ["Content-Type"] = "application/x-tar" }, timeout_ms = 60000 })
 end
 
---- guard(kind, e, why, pending) -> needs_engine(): true when engine e answered, else marks the
---- running spec pending (busted's `pending`, which only spec files see) with the reason and
---- returns false
-function _M.guard(kind, e, why, pending)
-    return function()
-        if not e then
-            pending(("no %s engine reachable: %s"):format(kind, tostring(why)))
-            return false
-        end
-        return true
-    end
+--- unavailable(kind, e, why) -> nil when engine e answered, else why the engine specs of that
+--- kind cannot run (the spec marks itself pending with it: busted's `pending` must be called
+--- from the spec file's own functions)
+function _M.unavailable(kind, e, why)
+    if e then return nil end
+    return ("no %s engine reachable: %s"):format(kind, tostring(why))
 end
 
 return _M

@@ -48,9 +48,11 @@ enum { FD_OUT, FD_ERR, FD_STATUS, FD_IN, FD_CTL, N_FDS };
  * pieces (python -u writes the text, then "\n"), and a caller that copies each chunk to a shared
  * pipe (parallel `llmbox run | ...`) would interleave half lines. So a chunk is handed on up to
  * its last newline, and the partial line after it waits for its end at most LINE_WAIT_MS (a
- * prompt without a newline is not held back noticeably) or until LINE_HOLD_MAX bytes. Only the
- * chunking changes: the stored output, the limits and the order of bytes are the same. */
-#define LINE_WAIT_MS  20
+ * prompt without a newline is not held back noticeably; 20 ms proved too short for a loaded
+ * 2-core machine, where a print's two writes can be that far apart) or until LINE_HOLD_MAX
+ * bytes. Only the chunking changes: the stored output, the limits and the order of bytes are
+ * the same. */
+#define LINE_WAIT_MS  50
 #define LINE_HOLD_MAX 65536
 
 struct stream_state {

@@ -499,18 +499,29 @@ static int jail_send(int ws, int pipe_fd, const char *rel, unsigned mode, uint64
 	return send_tree(fd, pipe_fd, max, report, &w, err);
 }
 
+/* The host file or directory a copy in sends, opened for reading: its fd and stat, or -1. */
+static int open_source(const char *host_path, struct stat *st, lb_error *err)
+{
+	int fd = open(host_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return lb_fail_sys(err, errno, "reading %s", host_path);
+	if (fstat(fd, st) < 0 || !(S_ISREG(st->st_mode) || S_ISDIR(st->st_mode))) {
+		close(fd);
+		return lb_fail(err, EINVAL, "%s is not a regular file or a directory", host_path);
+	}
+	return fd;
+}
+
 int lb_copy_in(lb_jail *j, const char *host_path, const char *jail_path, unsigned mode,
 	       char *skipped, size_t skipped_len, lb_error *err)
 {
 	const char *base = NULL, *rel = NULL;
 	if (jail_relative(jail_path, false, &base, &rel, err) < 0)
 		return -1;
-	_cleanup_fd_ int src = open(host_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (src < 0)
-		return lb_fail_sys(err, errno, "reading %s", host_path);
 	struct stat st;
-	if (fstat(src, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
-		return lb_fail(err, EINVAL, "%s is not a regular file or a directory", host_path);
+	_cleanup_fd_ int src = open_source(host_path, &st, err);
+	if (src < 0)
+		return -1;
 	int pipefd[2], report[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return lb_fail_sys(err, errno, "pipe2");
@@ -826,12 +837,10 @@ int lb_tar_host(const char *host_path, char **out, size_t *len, char *skipped, s
 {
 	*out = NULL;
 	*len = 0;
-	_cleanup_fd_ int src = open(host_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (src < 0)
-		return lb_fail_sys(err, errno, "reading %s", host_path);
 	struct stat st;
-	if (fstat(src, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
-		return lb_fail(err, EINVAL, "%s is not a regular file or a directory", host_path);
+	_cleanup_fd_ int src = open_source(host_path, &st, err);
+	if (src < 0)
+		return -1;
 	_cleanup_fd_ int mem = memfd_create("llmbox-copy", MFD_CLOEXEC);
 	if (mem < 0)
 		return lb_fail_sys(err, errno, "memfd_create");

@@ -12,7 +12,7 @@
 local http_core = require "llmbox.http_core"
 
 local setmetatable, pcall, tostring, type, pairs = setmetatable, pcall, tostring, type, pairs
-local format, sort, concat = string.format, table.sort, table.concat
+local format, sort = string.format, table.sort
 
 local _M = { _VERSION = "0.1.0" }
 
@@ -187,14 +187,6 @@ function _M.request(opts)
     res, err, code = c:wait(r)
     c:close()
     return res, err, code
-end
-
--- The status and the start of the body, for error messages about a response.
-function _M.describe(res)
-    local parts = { tostring(res.status) }
-    local body = res.body or ""
-    if #body > 0 then parts[#parts + 1] = body:sub(1, 200):gsub("%s+$", "") end
-    return concat(parts, " ")
 end
 
 return _M

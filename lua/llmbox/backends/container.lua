@@ -10,7 +10,7 @@
 -- policy's syscall rules as the container's seccomp profile, a read-only root with size-limited
 -- tmpfs for the workspace and /tmp, memory and process ceilings, a non-root user, an init that
 -- reaps. What a container cannot honour is refused, never run with less.
-local type, ipairs, pairs, tostring, format, concat = type, ipairs, pairs, tostring, string.format, table.concat
+local type, ipairs, pairs, tostring, format = type, ipairs, pairs, tostring, string.format
 local core = require "llmbox.core"
 local json = require "llmbox.json"
 
@@ -189,12 +189,6 @@ function _M.create_body(spec, opts)
         NetworkDisabled = true,
         HostConfig = host,
     }
-end
-
--- What create_body sets, for messages and docs: the hardening in one line.
-function _M.describe()
-    return concat({ "no network", "all capabilities dropped", "no-new-privileges", "the policy's seccomp rules",
-        "read-only root", "tmpfs workspace and /tmp", "memory and pids ceilings", "user " .. _M.USER, "an init" }, ", ")
 end
 
 return _M

@@ -64,6 +64,19 @@ local function mounts(policy, recipe)
     return ro
 end
 
+--- plan.image(driver, recipe, requested [, getenv]) -> image | nil: the image a sandbox runs.
+--- The caller's first; on backends that run images, then $LLMBOX_IMAGE (one image for every
+--- language, e.g. an organisation's own), then the recipe's default (the shell recipe's for a
+--- session without a language). Native runs no image: nil unless the caller named one, which
+--- the driver then refuses.
+function _M.image(driver, recipe, requested, getenv)
+    if requested then return requested end
+    if not (driver.capabilities and driver.capabilities.images) then return nil end
+    local env = (getenv or os.getenv)("LLMBOX_IMAGE")
+    if env and env ~= "" then return env end
+    return (recipe or recipes.get("shell") or {}).image
+end
+
 --- plan.sandbox(policy, recipe) -> the neutral sandbox spec (see above)
 function _M.sandbox(policy, recipe, request)
     local sc, lim = policy.syscalls, policy.limits

@@ -89,7 +89,7 @@ _M.schema = {
 
 local HOOK_TIMEOUT = 0.1 -- seconds a pool policy's hook may take
 
-local OPTION_KEYS = { lang = 1, backend = 1, policy = 1, pool_policy = 1, env = 1, resume = 1 }
+local OPTION_KEYS = { lang = 1, backend = 1, policy = 1, pool_policy = 1, env = 1, resume = 1, image = 1 }
 
 -- policies/pools/NAME.lua in the policy directories, or a path
 local function find_pool_policy(what)
@@ -141,6 +141,9 @@ function _M.new(opts)
         end
     end
     if type(opts.lang) ~= "string" then error("pool: lang is required (e.g. lang = \"python\")", 2) end
+    if opts.image ~= nil and (type(opts.image) ~= "string" or opts.image == "") then
+        error("pool: image must be an image name (\"python:3.12-slim\")", 2)
+    end
     if opts.resume ~= nil and type(opts.resume) ~= "function" then
         error("pool: resume must be a function(co, ...) that hands the coroutine to your scheduler", 2)
     end
@@ -155,6 +158,10 @@ function _M.new(opts)
     if not (driver.capabilities and driver.capabilities.pool) then
         return nil, format("backend %q does not support pools", driver.name)
     end
+    if opts.image and not driver.capabilities.images then
+        return nil, format("backend %q runs no images (image %q): leave image out, or use a backend that "
+            .. "runs them", driver.name, opts.image)
+    end
     local sec
     sec, err = session.load_policy(opts.policy)
     if not sec then return nil, err end
@@ -163,6 +170,7 @@ function _M.new(opts)
     end
     local self = setmetatable({
         settings = settings, recipe = recipe, driver = driver, policy = sec, env = opts.env,
+        image = plan.image(driver, recipe, opts.image),
         resume = opts.resume,
         idle = {},     -- ready slots, oldest first
         dirty = {},    -- slots given back for reuse, emptied by maintain() (or a miss)
@@ -188,7 +196,7 @@ end
 -- ---- slots ----
 
 function Pool:_new_slot(temporary)
-    local handle, err = self.driver.open(plan.sandbox(self.policy, self.recipe))
+    local handle, err = self.driver.open(plan.sandbox(self.policy, self.recipe, { image = self.image }))
     if not handle then
         self.counters.failures = self.counters.failures + 1
         return nil, "cannot create a pooled sandbox: " .. tostring(err)

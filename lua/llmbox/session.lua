@@ -76,7 +76,7 @@ function _M.new(opts)
     driver, err = backends.get(opts.backend or backends.default())
     if not driver then return nil, err end
     local handle
-    handle, err = driver.open(plan.sandbox(policy, recipe, { image = opts.image }))
+    handle, err = driver.open(plan.sandbox(policy, recipe, { image = plan.image(driver, recipe, opts.image) }))
     if not handle then return nil, "cannot create the sandbox: " .. tostring(err) end
     return _M.wrap(driver, policy, recipe, handle, opts.env)
 end

@@ -20,7 +20,7 @@ describe("conformance: the " .. name .. " backend's contract #conformance #unpri
     end)
 
     it("opens a sandbox in steps an event loop can drive, and empties it in steps when it pools", function()
-        local spec = plan.sandbox(assert(policy.load("default")), nil)
+        local spec = plan.sandbox(assert(policy.load("default")), nil, { image = plan.image(driver, nil) })
         local opening = assert(driver.open_start(spec))
         repeat
             local fds, events, timeout = opening:fds()
@@ -106,7 +106,7 @@ describe("conformance: the " .. name .. " backend's contract #conformance #unpri
     end)
 
     it("refuses what it does not declare instead of running with less", function()
-        local spec = plan.sandbox(assert(policy.load("default")), nil)
+        local spec = plan.sandbox(assert(policy.load("default")), nil, { image = plan.image(driver, nil) })
         if not caps.images then
             spec.image = "python:3.12-slim"
             local h, err = driver.open(spec)

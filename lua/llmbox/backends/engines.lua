@@ -32,7 +32,8 @@ local INTERNAL_MS = 30000
 -- The run's wrapper; its stdin is the archive of the run's files. $1: the stdin file ("" for
 -- none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
 -- 512-byte blocks, data KiB; "-" for none), the processes to spare when sweeping, "--", and
--- the program's argv.
+-- the program's argv (an absolute argv[0] the image lacks is looked up on its PATH: the
+-- recipes name the host's paths, official images keep some toolchains in /usr/local/bin).
 local WRAPPER = [[
 mkdir -p /tmp/llmbox && cat > /tmp/llmbox/.run.tar || exit 125
 in=$1; shift
@@ -44,6 +45,13 @@ while [ "$1" != -- ]; do rm -rf -- "$1"; shift; done; shift
 [ "$3" = - ] || ulimit -f "$3"; [ "$4" = - ] || ulimit -d "$4"
 shift 4
 spare="$$"; while [ "$1" != -- ]; do spare="$spare $1"; shift; done; shift
+case $1 in /*)
+  if [ ! -x "$1" ]; then
+    p=$(command -v "${1##*/}") ||
+      { echo "llmbox: $1 is not in this image, nor ${1##*/} on its PATH: use an image with it (--image)" >&2; exit 127; }
+    shift; set -- "$p" "$@"
+  fi ;;
+esac
 "$@" < "${in:-/dev/null}" &
 wait $!
 rc=$?
@@ -74,6 +82,27 @@ end
 
 local function url_encode(s)
     return (s:gsub("[^%w%-%._~]", function(c) return format("%%%02X", c:byte()) end))
+end
+
+-- A task of the stepped contract (fds/step/result) that does all of fn's work on its first
+-- step: the engines' calls are not stepped yet (their HTTP waits), but callers drive every
+-- driver the same way.
+local function one_step_task(fn, ...)
+    local args, n = { ... }, select("#", ...)
+    local task = { done = false }
+    function task.fds() return {}, {}, 0 end
+    function task.step()
+        if not task.done then
+            task.res = { fn(unpack(args, 1, n)) }
+            task.done = true
+        end
+        return true
+    end
+    function task.result()
+        task.step()
+        return unpack(task.res, 1, 3)
+    end
+    return task
 end
 
 local Handle = {}
@@ -269,6 +298,11 @@ function Handle:reset()
     return true
 end
 
+--- handle:reset_start() -> task: reset, driven like the native jail's
+function Handle:reset_start()
+    return one_step_task(self.reset, self)
+end
+
 function Handle:close()
     if self.id then
         self.engine:request("DELETE", "/containers/" .. self.id .. "?force=1&v=1")
@@ -407,11 +441,14 @@ function _M.driver(kind)
         h.id = made.Id
         local ok
         ok, err, code = e:json("POST", "/containers/" .. h.id .. "/start")
-        -- the keeper is init's only child now, before any run: its pid is spared by every sweep
+        -- the keeper is init's only child now, before any run: its pid is spared by every sweep.
+        -- As root (without capabilities): an image with its own /sandbox or /tmp gives the
+        -- tmpfs there that directory's mode, and the sandbox user must be able to write both.
         local kids
         if ok then
-            kids, err, code = e:exec(h.id, { argv = { "cat", "/proc/1/task/1/children" }, user = container.USER,
-                timeout_ms = INTERNAL_MS })
+            kids, err, code = e:exec(h.id, { argv = { "/bin/sh", "-c", format(
+                "chmod 1777 %s %s 2>/dev/null; exec cat /proc/1/task/1/children", container.layout.workspace,
+                container.layout.tmp) }, user = "0:0", timeout_ms = INTERNAL_MS })
         end
         h.keeper = kids and tonumber(kids.stdout:match("^%s*(%d+)%s*$"))
         if h.keeper then h.ooms = h:oom_kills() end
@@ -425,20 +462,7 @@ function _M.driver(kind)
 
     -- Opening is not stepped yet on the engines: the task does it all on its first step.
     function D.open_start(spec)
-        local task = { done = false }
-        function task.fds() return {}, {}, 0 end
-        function task.step()
-            if not task.done then
-                task.handle, task.err, task.code = D.open(spec)
-                task.done = true
-            end
-            return true
-        end
-        function task.result()
-            task.step()
-            return task.handle, task.err, task.code
-        end
-        return task
+        return one_step_task(D.open, spec)
     end
 
     return D

@@ -5,6 +5,7 @@ return {
     aliases = { "c++", "cxx" },
     extensions = { "cpp", "cc", "cxx" },
     description = "C++17 (the host's g++, -O2)",
+    image = "gcc:13",
     file = "main.cpp",
     compile = { "/usr/bin/g++", "-std=c++17", "-O2", "-pipe", "-o", "{dir}/main", "{file}" },
     run = { "{dir}/main" },

@@ -6,6 +6,7 @@ return {
     aliases = { "golang" },
     extensions = { "go" },
     description = "Go (the host's go toolchain: go build, then the binary)",
+    image = "golang:1.22-bookworm",
     file = "main.go",
     compile = { "/usr/bin/go", "build", "-o", "{dir}/main", "{file}" },
     run = { "{dir}/main" },

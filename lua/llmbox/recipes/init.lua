@@ -24,6 +24,10 @@ _M.schema = {
         aliases = { type = "array", of = "string", default = {} },
         extensions = { type = "array", of = "string", default = {} },
         description = { type = "string", default = "" },
+        -- the default image on backends that run images (docker, podman): an official image
+        -- with the toolchain; argv[0] is looked up on the image's PATH when the recipe's
+        -- absolute path is not there (python:3.12-slim keeps python3 in /usr/local/bin)
+        image = { type = "string", pattern = "^[%w][%w%._/:@%-]*$", pattern_desc = "an image reference (name[:tag])" },
         file = { type = "string", required = true, pattern = "^[%w_.-]+$",
             pattern_desc = "a plain file name such as main.py" },
         run = { type = "array", of = "string", required = true },

@@ -5,6 +5,7 @@ return {
     aliases = {},
     extensions = { "java" },
     description = "Java 17 (the host's OpenJDK: javac, then java)",
+    image = "eclipse-temurin:17-jdk",
     file = "Main.java",
     compile = { "/bin/sh", "{code}/hooks/javac.sh", "{file}" },
     run = { "/bin/sh", "{code}/hooks/java.sh", "{file}" },

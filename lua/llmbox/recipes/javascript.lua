@@ -6,6 +6,7 @@ return {
     aliases = { "js", "node", "nodejs" },
     extensions = { "js", "cjs", "mjs" },
     description = "JavaScript on Node.js (the host's /usr/bin/node)",
+    image = "node:20-slim",
     file = "main.js",
     -- node.sh execs /usr/bin/node, adding --jitless when an address-space limit leaves V8 no
     -- room for its JIT (see there)

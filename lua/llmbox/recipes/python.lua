@@ -6,6 +6,8 @@ return {
     aliases = { "py", "python3" },
     extensions = { "py" },
     description = "CPython 3 (the host's /usr/bin/python3)",
+    -- the image backends that run images use when the caller names none (`--image`, image =)
+    image = "python:3.12-slim",
     file = "main.py",
     run = { "/usr/bin/python3", "-u", "{file}" },
     env = {

@@ -5,6 +5,7 @@ return {
     aliases = { "rscript" }, -- "R" works too: names are looked up in lower case
     extensions = { "r" },    -- matched case-insensitively: .R and .r
     description = "R (the host's Rscript)",
+    image = "r-base:4.4.1",
     file = "main.R",
     run = { "/usr/bin/Rscript", "--no-save", "--no-restore", "{file}" },
     -- Debian keeps R's Renviron, Rprofile.site, ldpaths and Makeconf in /etc/R (/usr/lib/R/etc

@@ -4,6 +4,7 @@ return {
     aliases = { "rb" },
     extensions = { "rb" },
     description = "Ruby (the host's /usr/bin/ruby)",
+    image = "ruby:3.3-slim",
     file = "main.rb",
     run = { "/usr/bin/ruby", "{file}" },
     env = {

@@ -4,6 +4,7 @@ return {
     aliases = { "sh", "bash-compatible-sh" },
     extensions = { "sh" },
     description = "POSIX shell (the host's /bin/sh)",
+    image = "debian:bookworm-slim",
     file = "main.sh",
     run = { "/bin/sh", "{file}" },
     env = {},

@@ -35,9 +35,10 @@ run_busted "specs as $(id -un)" spec
 for b in $(echo "${LLMBOX_CONFORMANCE_BACKENDS:-}" | tr ',' ' '); do
 	[ "$b" = native ] && [ -z "${LLMBOX_BACKEND:-}" ] && continue # the run above was native's
 	if why=$(luajit spec/support/backend_usable.lua "$b"); then
-		export LLMBOX_BACKEND="$b"
-		run_busted "conformance on the $b backend" --tags=conformance spec
-		unset LLMBOX_BACKEND
+		# backends that run images get the test image (spec/support/python_image.py)
+		export LLMBOX_BACKEND="$b" LLMBOX_IMAGE="$why"
+		run_busted "conformance on the $b backend${why:+ (image $why)}" --tags=conformance spec
+		unset LLMBOX_BACKEND LLMBOX_IMAGE
 	else
 		echo "== conformance on the $b backend: skipped: $why"
 		total_skip=$((total_skip + 1))

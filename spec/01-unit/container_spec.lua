@@ -28,7 +28,7 @@ describe("container create body #unpriv", function()
         local body = assert(container.create_body(spec_for("default"), { image = "img:1" }))
         local h = body.HostConfig
         assert.equal("img:1", body.Image)
-        assert.equal("1000:1000", body.User)
+        assert.equal("0:0", body.User) -- init and the keeper; every run is an exec as 1000:1000
         assert.is_nil(body.WorkingDir) -- see create_body: it would make the workspace root's
         assert.is_true(body.NetworkDisabled)
         assert.equal("none", h.NetworkMode)

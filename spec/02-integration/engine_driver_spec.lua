@@ -89,6 +89,14 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.is_nil(ps.stdout:find("sleep 1000", 1, true), ps.stdout)
         end)
 
+        it("cannot end its container: a run that signals every process it can leaves the next run working", function()
+            if not needs_engine() then return end
+            local r = assert(run({ "/bin/sh", "-c", "kill -9 -1; kill -9 1 2>&1; echo survived" }))
+            assert.is_not.equal(0, r.exit_code) -- kill -9 -1 killed the run itself too
+            local after = assert(run({ "/bin/sh", "-c", "echo still here" }))
+            assert.equal("still here\n", after.stdout)
+        end)
+
         it("caps the output, says so, and stops the program", function()
             if not needs_engine() then return end
             local r = assert(run({ "/bin/sh", "-c", "while :; do echo yyyyyyyyyyyyyyyyyyyy; done" },

@@ -1,6 +1,8 @@
--- `luajit spec/support/backend_usable.lua NAME`: exit 0 when the backend can run sandboxes here;
--- else prints why (spec/run.sh skips its conformance run with that reason).
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+-- `luajit spec/support/backend_usable.lua NAME`: exit 0 when the backend can run sandboxes here,
+-- printing the image its conformance run uses (nothing for backends without images, after
+-- making sure the test image is on the engine); else prints why (spec/run.sh skips its
+-- conformance run with that reason).
+package.path = "lua/?.lua;lua/?/init.lua;./?.lua;" .. package.path
 package.cpath = "build/lib/?.so;" .. package.cpath
 local backends = require "llmbox.backends"
 local name = arg[1] or ""
@@ -13,5 +15,16 @@ local ok, why = driver.usable()
 if not ok then
     io.stdout:write(("backend %q is not usable here: %s\n"):format(driver.name, tostring(why)))
     os.exit(1)
+end
+if driver.capabilities.images then
+    local images = require "spec.support.busybox_image"
+    local e = assert(require("llmbox.engine").connect(driver.name))
+    local made, ierr = images.ensure_python(e)
+    if not made then
+        io.stdout:write(("backend %q: the test image %s could not be made: %s\n"):format(driver.name,
+            images.PYTHON_IMAGE, tostring(ierr)))
+        os.exit(1)
+    end
+    io.stdout:write(images.PYTHON_IMAGE, "\n")
 end
 os.exit(0)

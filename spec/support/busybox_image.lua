@@ -25,6 +25,23 @@ function _M.ensure(e)
         { headers = { ["Content-Type"] = "application/x-tar" }, timeout_ms = 60000 })
 end
 
+-- The Python image (spec/support/python_image.py): CPython, numpy, matplotlib and Pillow from
+-- this host's files, for the conformance suite on the container backends.
+_M.PYTHON_IMAGE = "localhost/llmbox-test-python:1"
+
+--- ensure_python(e) -> true | nil, err: the Python image is on engine e
+function _M.ensure_python(e)
+    local res = e:request("GET", "/images/" .. _M.PYTHON_IMAGE .. "/json")
+    if res and res.status == 200 then return true end
+    local tar = helpers.tmpdir() .. "/python-image.tar"
+    local ok = os.execute("/usr/bin/python3 spec/support/python_image.py " .. tar)
+    if ok ~= 0 and ok ~= true then return nil, "spec/support/python_image.py failed" end
+    local data = assert(helpers.read(tar))
+    os.remove(tar)
+    return e:json("POST", "/images/create?fromSrc=-&repo=" .. _M.PYTHON_IMAGE, data,
+        { headers = { ["Content-Type"] = "application/x-tar" }, timeout_ms = 300000 })
+end
+
 --- unavailable(kind, e, why) -> nil when engine e answered, else why the engine specs of that
 --- kind cannot run (the spec marks itself pending with it: busted's `pending` must be called
 --- from the spec file's own functions)

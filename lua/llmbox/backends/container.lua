@@ -21,6 +21,8 @@ _M.layout = { workspace = "/sandbox", code = "/tmp/llmbox", plots = "/tmp/llmbox
 
 -- The user programs run as (native's sandbox user has the same ids).
 _M.USER = "1000:1000"
+-- The container's own processes (init, the keeper): another user than the programs'.
+_M.KEEPER_USER = "0:0"
 
 -- The labels that mark what llmbox created: nothing without them is ever removed. The owner
 -- (boot id/pid/start time) lets a later process remove what a crashed one left.
@@ -180,7 +182,9 @@ function _M.create_body(spec, opts)
         -- reap); every run is an exec beside it
         Entrypoint = { "/bin/sh" },
         Cmd = { "-c", "exec sleep 2147483647" },
-        User = _M.USER,
+        -- the keeper is root's (without capabilities, as every process here): the programs
+        -- run as USER in execs and cannot signal it, so they cannot end the container
+        User = _M.KEEPER_USER,
         -- no WorkingDir: an engine creates it in the image's root (mode 0755, root's) and copies
         -- that mode onto the tmpfs mounted there; each exec names its own working directory
         Hostname = spec.hostname,

@@ -304,10 +304,12 @@ int lb_tar_pack(const lb_file *files, size_t n, uid_t uid, gid_t gid, char **out
  * "llmbox/...", symlinks and other entries skipped and listed in `skipped`), in memory (*out
  * is malloc'd); lb_tar_extract receives a foreign archive read from in_fd (as lb_tar_entries
  * reads one) at host_path as lb_copy_out does: a single file under a temporary name renamed
- * over host_path when complete, a directory beneath host_path. */
+ * over host_path when complete, a directory beneath host_path; its links and special files
+ * are skipped and listed in `skipped` under the names lb_copy_out gives them ("llmbox/..."). */
 int lb_tar_host(const char *host_path, char **out, size_t *len, char *skipped, size_t skipped_len,
 		lb_error *err);
-int lb_tar_extract(int in_fd, const char *host_path, uint64_t max_bytes, lb_error *err);
+int lb_tar_extract(int in_fd, const char *host_path, uint64_t max_bytes, char *skipped,
+		   size_t skipped_len, lb_error *err);
 
 /* ---- HTTP for the engine drivers (http.c) ----
  * One libcurl multi handle that an event loop drives: lb_http_fds gives the sockets to watch

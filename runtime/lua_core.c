@@ -44,7 +44,7 @@
  *   core.tar_pack(files [, uid, gid])  -> archive | nil, err (files as a run's, for a
  *                                         container's `tar -x -C /`; lb_tar_pack)
  *   core.tar_host(host_path)           -> archive [, skipped] | nil, err (what copy_in sends)
- *   core.tar_extract(archive, host_path [, max]) -> true | nil, err (as copy_out receives)
+ *   core.tar_extract(archive, host_path [, max]) -> true [, skipped] | nil, err (as copy_out)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
  *   core.ioctl_number(name)            -> number | nil
@@ -1013,8 +1013,8 @@ static int l_tar_entries(lua_State *L)
 	return rc < 0 ? lb_lua_push_error(L, &err) : 1;
 }
 
-/* core.tar_extract(archive, host_path [, max]) -> true | nil, err, errno_name: a foreign
- * archive received at host_path as copy_out receives one (lb_tar_extract). */
+/* core.tar_extract(archive, host_path [, max]) -> true [, skipped] | nil, err, errno_name: a
+ * foreign archive received at host_path as copy_out receives one (lb_tar_extract). */
 static int l_tar_extract(lua_State *L)
 {
 	size_t len;
@@ -1027,12 +1027,13 @@ static int l_tar_extract(lua_State *L)
 	int fd = memfd_of(data, len, &err);
 	if (fd < 0)
 		return lb_lua_push_error(L, &err);
-	int rc = lb_tar_extract(fd, host_path, (uint64_t)max, &err);
+	char skipped[2048] = "";
+	int rc = lb_tar_extract(fd, host_path, (uint64_t)max, skipped, sizeof skipped, &err);
 	close(fd);
 	if (rc < 0)
 		return lb_lua_push_error(L, &err);
 	lua_pushboolean(L, 1);
-	return 1;
+	return 1 + push_skipped(L, skipped);
 }
 
 /* core.tar_host(host_path) -> archive [, { skipped name, ... }] | nil, err, errno_name: what

@@ -332,7 +332,8 @@ static void stream_close(struct stream *st)
  * file_fd >= 0 the stream must be one regular file,
  * whose data goes to file_fd. */
 static int receive_tree(int in_fd, const char *root, int base_fd, int file_fd, const char *dest,
-			unsigned file_mode, uint64_t max, lb_error *err)
+			unsigned file_mode, uint64_t max, char *skipped, size_t skipped_len,
+			lb_error *err)
 {
 	struct stream st;
 	int rc = stream_open(&st, in_fd, root, err), more = 0;
@@ -352,6 +353,15 @@ static int receive_tree(int in_fd, const char *root, int base_fd, int file_fd, c
 			path[--len] = '\0';
 		mode_t type = archive_entry_filetype(e);
 		unsigned perm = (unsigned)archive_entry_perm(e) & 0777;
+		/* A foreign archive's links and special files are skipped and listed, named as
+		 * copy_out names what it skips ("llmbox/..."), like the jail side does. */
+		if (!root && skipped && type != AE_IFDIR &&
+		    (type != AE_IFREG || archive_entry_hardlink(e))) {
+			size_t used = strlen(skipped);
+			snprintf(skipped + used, skipped_len - used, "%s%s%s\n", ROOT,
+				 *suffix ? "/" : "", suffix);
+			continue;
+		}
 		if (file_fd >= 0) {
 			if (type != AE_IFREG || *suffix) {
 				rc = lb_fail(err, EISDIR,
@@ -485,7 +495,7 @@ static int jail_receive(int ws, int pipe_fd, const char *rel, unsigned mode, uin
 {
 	(void)max;
 	(void)report;
-	return receive_tree(pipe_fd, ROOT, ws, -1, rel, mode, 0, err);
+	return receive_tree(pipe_fd, ROOT, ws, -1, rel, mode, 0, NULL, 0, err);
 }
 
 static int jail_send(int ws, int pipe_fd, const char *rel, unsigned mode, uint64_t max, int report,
@@ -555,7 +565,7 @@ int lb_copy_in(lb_jail *j, const char *host_path, const char *jail_path, unsigne
  * never destroys what was there. A destination that exists and is not a regular file (a
  * device, a FIFO) is written in place. A directory goes beneath the destination directory. */
 static int host_receive(int in_fd, const char *root, const char *host_path, uint64_t max,
-			lb_error *err)
+			char *skipped, size_t skipped_len, lb_error *err)
 {
 	struct stat st;
 	bool exists = stat(host_path, &st) == 0;
@@ -563,7 +573,7 @@ static int host_receive(int in_fd, const char *root, const char *host_path, uint
 		_cleanup_fd_ int dfd = open(host_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dfd < 0)
 			return lb_fail_sys(err, errno, "opening %s", host_path);
-		return receive_tree(in_fd, root, dfd, -1, "", 0, max, err);
+		return receive_tree(in_fd, root, dfd, -1, "", 0, max, skipped, skipped_len, err);
 	}
 	/* The directory to write in and the name in it, each in its own buffer: a bare name
 	 * ("output.txt") is written in ".". */
@@ -588,13 +598,13 @@ static int host_receive(int in_fd, const char *root, const char *host_path, uint
 		_cleanup_fd_ int fd = open(host_path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
 		if (fd < 0)
 			return lb_fail_sys(err, errno, "writing %s", host_path);
-		return receive_tree(in_fd, root, -1, fd, "", 0, max, err);
+		return receive_tree(in_fd, root, -1, fd, "", 0, max, skipped, skipped_len, err);
 	}
 	snprintf(tmp, sizeof tmp, ".%.200s.llmbox-%d", base, (int)getpid());
 	unlinkat(dfd, tmp, 0);
 	unlinkat(dfd, tmp, AT_REMOVEDIR);
 	/* The stream's ROOT entry lands at `tmp` beneath dfd: a file, or a whole directory. */
-	int rc = receive_tree(in_fd, root, dfd, -1, tmp, 0, max, err);
+	int rc = receive_tree(in_fd, root, dfd, -1, tmp, 0, max, skipped, skipped_len, err);
 	if (rc == 0 && renameat(dfd, tmp, dfd, base) < 0)
 		rc = lb_fail_sys(err, errno, "renaming the copy to %s", host_path);
 	if (rc < 0 && unlinkat(dfd, tmp, 0) < 0 && errno == EISDIR)
@@ -696,7 +706,7 @@ static int send_out(lb_jail *j, const char *jail_path, const struct host_side *h
 	int rc = -1;
 	if (pid > 0) {
 		rc = host->fn ? receive_entries(pipefd[0], ROOT, max_bytes, host->fn, host->ud, err)
-			      : host_receive(pipefd[0], ROOT, host->host_path, max_bytes, err);
+			      : host_receive(pipefd[0], ROOT, host->host_path, max_bytes, NULL, 0, err);
 		close(pipefd[0]);
 		pipefd[0] = -1;
 		rc = finish_jail_side(pid, report[0], skipped, skipped_len, rc, err);
@@ -827,9 +837,12 @@ out:
 
 /* ---- archives for and from a sandbox that unpacks and packs its own side (containers) ---- */
 
-int lb_tar_extract(int in_fd, const char *host_path, uint64_t max_bytes, lb_error *err)
+int lb_tar_extract(int in_fd, const char *host_path, uint64_t max_bytes, char *skipped,
+		   size_t skipped_len, lb_error *err)
 {
-	return host_receive(in_fd, NULL, host_path, max_bytes, err);
+	if (skipped && skipped_len)
+		skipped[0] = '\0';
+	return host_receive(in_fd, NULL, host_path, max_bytes, skipped, skipped_len, err);
 }
 
 int lb_tar_host(const char *host_path, char **out, size_t *len, char *skipped, size_t skipped_len,

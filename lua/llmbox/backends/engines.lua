@@ -105,6 +105,34 @@ local function one_step_task(fn, ...)
     return task
 end
 
+-- A copy's path in the container: relative ones are the workspace's, as on native; a ".."
+-- component could leave the directory the caller checked, so none is taken.
+local function container_path(path, what)
+    if path == "" or path:find("%z") then return nil, what .. ": expected a path", "EINVAL" end
+    for part in path:gmatch("[^/]+") do
+        if part == ".." then return nil, format("%s: %s has a .. component", what, path), "EINVAL" end
+    end
+    if path:sub(1, 1) ~= "/" then path = container.layout.workspace .. "/" .. path end
+    path = path:gsub("/%./", "/"):gsub("/+", "/"):gsub("/%.?$", "")
+    return path ~= "" and path or "/"
+end
+
+-- The start of every copy's script in the container: no component of $target may be a symlink
+-- (as on native; the copy runs as the sandbox user, so a link swapped in afterwards reaches
+-- nothing the program could not read itself, and the host side takes no links at all).
+local NO_LINKS = [[
+p=; IFS=/
+for c in $target; do
+  [ -n "$c" ] || continue
+  p="$p/$c"
+  if [ -L "$p" ]; then echo "$p is a symlink: copies do not follow symlinks" >&2; exit 4; fi
+done
+unset IFS
+]]
+
+-- Sends $1/$2 as an archive on stdout; exit 3 when it does not exist.
+local SEND = 'target="$1/$2"\n' .. NO_LINKS .. '[ -e "$1/$2" ] || exit 3; exec tar -c -C "$1" -- "$2"\n'
+
 local Handle = {}
 Handle.__index = Handle
 
@@ -210,8 +238,13 @@ function Handle:collect(path, max)
     if not self.id then return nil, "session is closed" end
     local parent, base = path:match("^(.*)/([^/]+)$")
     if not parent or base == ".." or base == "." then return nil, "collect: expected an absolute path", "EINVAL" end
+    local L = container.layout
+    if path:find("/..", 1, true) or not (path:sub(1, #L.workspace + 1) == L.workspace .. "/"
+        or path:sub(1, #L.tmp + 1) == L.tmp .. "/") then
+        return nil, format("collect: %s is outside %s and %s", path, L.workspace, L.tmp), "EINVAL"
+    end
     local res, err, code = self.engine:exec(self.id, {
-        argv = { "/bin/sh", "-c", '[ -e "$1/$2" ] || exit 3; exec tar -c -C "$1" -- "$2"', "collect",
+        argv = { "/bin/sh", "-c", SEND, "collect",
             parent == "" and "/" or parent, base },
         user = container.USER, timeout_ms = INTERNAL_MS,
     })
@@ -223,7 +256,7 @@ end
 
 -- The container's side of copy_in: the archive (entries "llmbox", "llmbox/...") is unpacked
 -- next to the destination, then moved into place. $1: the destination, $2: a file's mode.
-local COPY_IN = [[
+local COPY_IN = 'target="$1"\n' .. NO_LINKS .. [[
 case "$1" in */*) dir=${1%/*} ;; *) dir=. ;; esac
 t=$(mktemp -d "${dir:-/}/.llmbox-in.XXXXXX") || exit 1
 tar -x -C "$t" || { rm -rf "$t"; exit 1; }
@@ -238,6 +271,9 @@ exit $rc
 --- directory to path in the container (symlinks and special files in a directory are skipped)
 function Handle:copy_in(host_path, path, mode)
     if not self.id then return nil, "session is closed" end
+    local perr, pcode
+    path, perr, pcode = container_path(path, "copy_in")
+    if not path then return nil, perr, pcode end
     local archive, skipped, code = core.tar_host(host_path)
     if not archive then return nil, skipped, code end
     local res, err
@@ -256,13 +292,16 @@ end
 --- host, received like any untrusted archive (a file lands whole or not at all)
 function Handle:copy_out(path, host_path, max)
     if not self.id then return nil, "session is closed" end
+    local perr, pcode
+    path, perr, pcode = container_path(path, "copy_out")
+    if not path then return nil, perr, pcode end
     local parent, base = path:match("^(.*)/([^/]+)$")
     if not parent or base == ".." or base == "." then return nil, "copy_out: expected an absolute path", "EINVAL" end
     -- the archive may be a little larger than what it holds: headers, padding
     local cap = max and max > 0 and max + 1048576 or nil
     local seen, too_big = 0, false
     local res, err, code = self.engine:exec(self.id, {
-        argv = { "/bin/sh", "-c", '[ -e "$1/$2" ] || exit 3; exec tar -c -C "$1" -- "$2"', "copy-out",
+        argv = { "/bin/sh", "-c", SEND, "copy-out",
             parent == "" and "/" or parent, base },
         user = container.USER, timeout_ms = INTERNAL_MS,
     }, function(stream, chunk)

@@ -303,8 +303,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	lb_error err;
 	memset(&err, 'x', sizeof err);
 	char skipped[64] = ""; /* small: the list of skipped entries must truncate safely */
-	int rc = receive_tree(sent, root, scr.ws_fd, sink, dest, file_mode, max, root ? NULL : skipped,
-			      sizeof skipped, &err);
+	int rc = receive_tree(sent, root, scr.ws_fd, sink, dest, file_mode, max,
+			      root ? NULL : skipped, sizeof skipped, &err);
 	close(sent);
 	if (sink >= 0)
 		close(sink);

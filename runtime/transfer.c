@@ -706,7 +706,8 @@ static int send_out(lb_jail *j, const char *jail_path, const struct host_side *h
 	int rc = -1;
 	if (pid > 0) {
 		rc = host->fn ? receive_entries(pipefd[0], ROOT, max_bytes, host->fn, host->ud, err)
-			      : host_receive(pipefd[0], ROOT, host->host_path, max_bytes, NULL, 0, err);
+			      : host_receive(pipefd[0], ROOT, host->host_path, max_bytes, NULL, 0,
+					     err);
 		close(pipefd[0]);
 		pipefd[0] = -1;
 		rc = finish_jail_side(pid, report[0], skipped, skipped_len, rc, err);

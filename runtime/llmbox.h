@@ -59,6 +59,9 @@ lb_filter *lb_filter_build(const lb_syscall_policy *policy, lb_error *err);
 void lb_filter_free(lb_filter *f);
 /* Resolves a syscall name on the native architecture; -1 when unknown. */
 int lb_syscall_number(const char *name);
+/* The native architecture's name for syscall number nr, or NULL; valid until the next call in
+ * this thread. */
+const char *lb_syscall_name(int nr);
 /* Resolves an ioctl name from the set the policies may name; 0 when unknown. */
 unsigned long lb_ioctl_number(const char *name);
 

@@ -47,6 +47,7 @@
  *   core.tar_extract(archive, host_path [, max]) -> true [, skipped] | nil, err (as copy_out)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
+ *   core.syscall_names()               -> { name, ... } (the native architecture's)
  *   core.ioctl_number(name)            -> number | nil
  *   core.cgroup()                      -> version, memory, pids, note, cpu (quotas)
  *   core.listdir(path)                 -> sorted array of names | nil, err (for recipe/policy dirs)
@@ -1180,6 +1181,22 @@ static int l_syscall_number(lua_State *L)
 	return 1;
 }
 
+/* core.syscall_names() -> { name, ... }: every syscall of the native architecture libseccomp
+ * knows, by number (for profiles that must list what an allow-list leaves out). */
+static int l_syscall_names(lua_State *L)
+{
+	lua_newtable(L);
+	int n = 0;
+	for (int nr = 0; nr < 1024; nr++) {
+		const char *name = lb_syscall_name(nr);
+		if (name) {
+			lua_pushstring(L, name);
+			lua_rawseti(L, -2, ++n);
+		}
+	}
+	return 1;
+}
+
 static int l_ioctl_number(lua_State *L)
 {
 	unsigned long nr = lb_ioctl_number(luaL_checkstring(L, 1));
@@ -1251,6 +1268,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"backends", l_backends},
 					 {"probe", l_probe},
 					 {"syscall_number", l_syscall_number},
+					 {"syscall_names", l_syscall_names},
 					 {"ioctl_number", l_ioctl_number},
 					 {"listdir", l_listdir},
 					 {"cgroup", l_cgroup},

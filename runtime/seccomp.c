@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 
@@ -27,6 +29,18 @@ int lb_syscall_number(const char *name)
 {
 	int nr = seccomp_syscall_resolve_name(name);
 	return nr == __NR_SCMP_ERROR ? -1 : nr;
+}
+
+const char *lb_syscall_name(int nr)
+{
+	/* from libseccomp's table: NULL for a number it does not know */
+	char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+	if (!name)
+		return NULL;
+	static _Thread_local char buf[64];
+	snprintf(buf, sizeof buf, "%s", name);
+	free(name); /* libseccomp returns a malloc'd copy */
+	return buf;
 }
 
 unsigned long lb_ioctl_number(const char *name)

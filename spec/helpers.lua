@@ -152,4 +152,22 @@ function _M.py(code, opts)
     return r, err
 end
 
+-- Why a session's language cannot run in its image, or nil: on backends that run images the
+-- test image (spec/support/python_image.py) carries Python and a shell only, so the specs of
+-- other languages say so instead of failing. Native always runs the host's toolchains.
+function _M.missing_toolchain(s)
+    if not s.driver.capabilities.images then return nil end
+    -- the toolchain the recipe's version command names (run may be a hook or a built binary)
+    local version = table.concat(s.recipe.version or s.recipe.run, " ")
+    for _, t in ipairs({ version:match("/usr/bin/[%w%+%-%.]+") or s.recipe.run[1] }) do
+        local name = t:match("[^/]+$")
+        local r = s:exec(("[ -x %s ] || command -v %s"):format(shell_quote(t), shell_quote(name)))
+        if not r or r.exit_code ~= 0 then
+            return ("the image %s has no %s (the container backends' test image carries Python only)")
+                :format(tostring(s.handle.spec and s.handle.spec.image), name)
+        end
+    end
+    return nil
+end
+
 return _M

@@ -123,6 +123,13 @@ describe("container seccomp profile #unpriv", function()
         local allowed = rules_for(prof, "read")
         assert.equal("SCMP_ACT_ALLOW", allowed[1].action)
         assert.same({}, rules_for(prof, "clone3")) -- left out: ENOSYS by default
+        -- and by name, for engines that ignore defaultErrnoRet (dockerd 20.10 answers EPERM)
+        for _, name in ipairs({ "keyctl", "mount", "unshare", "setns", "bpf" }) do
+            local r = rules_for(prof, name)
+            assert.equal(1, #r, name)
+            assert.equal("SCMP_ACT_ERRNO", r[1].action)
+            assert.equal(38, r[1].errnoRet)
+        end
         -- clone: allowed only without namespace flags, after the refusals
         local clone = rules_for(prof, "clone")
         assert.equal(9, #clone)

@@ -138,11 +138,20 @@ cat(paste(args, collapse = "|"), "\n", toupper(input), "\n", sep = "")
 
 for _, L in ipairs(LANGS) do
     describe("language " .. L.lang .. " #conformance" .. (L.unpriv and " #unpriv" or ""), function()
-        local s
-        setup(function() s = assert(llmbox.session({ lang = L.lang })) end)
+        local s, missing
+        setup(function()
+            s = assert(llmbox.session({ lang = L.lang }))
+            missing = helpers.missing_toolchain(s)
+        end)
         teardown(function() if s then s:close() end end)
+        -- busted's pending must be called from this file's own functions
+        local function runs_here()
+            if missing then pending(missing) end
+            return not missing
+        end
 
         it("runs hello world: exact stdout, nothing on stderr, exit 0", function()
+            if not runs_here() then return end
             local r = assert(s:run(L.hello))
             assert.equal("", r.stderr)
             assert.equal("hello, world\n", r.stdout)
@@ -153,6 +162,7 @@ for _, L in ipairs(LANGS) do
         end)
 
         it("passes program arguments and stdin", function()
+            if not runs_here() then return end
             local r = assert(s:run(L.echo, { args = ARGS, stdin = STDIN }))
             assert.equal("", r.stderr)
             assert.equal(ARGS_OUT, r.stdout)
@@ -160,6 +170,7 @@ for _, L in ipairs(LANGS) do
         end)
 
         it("reports the program's exit code", function()
+            if not runs_here() then return end
             local r = assert(s:run(L.exit3))
             assert.equal(3, r.exit_code)
             assert.is_nil(r.phase)
@@ -167,6 +178,7 @@ for _, L in ipairs(LANGS) do
 
         it(L.compiled and "returns compile errors on stderr with a non-zero exit"
             or "returns a syntax error on stderr with a non-zero exit", function()
+            if not runs_here() then return end
             local r = assert(s:run(L.broken))
             assert.not_equal(0, r.exit_code)
             assert.is_nil(r.limit)
@@ -178,6 +190,7 @@ for _, L in ipairs(LANGS) do
         end)
 
         it("kills an endless loop at the timeout", function()
+            if not runs_here() then return end
             local t = L.loop_timeout or 1
             local r = assert(s:run(L.loop, { timeout = t }))
             assert.equal("timeout", r.limit)
@@ -187,6 +200,7 @@ for _, L in ipairs(LANGS) do
         end)
 
         it("runs FILE." .. L.ext .. " from the CLI, picking the language from the extension", function()
+            if not runs_here() then return end
             local f = helpers.write(helpers.tmppath("." .. L.ext), L.echo)
             local st, out, err = helpers.cli({ "run", f, "--", "a b", "--x" })
             os.remove(f)

@@ -85,6 +85,18 @@ function _M.seccomp_profile(sc)
             if not conditional then names[#names + 1] = name end
         end
         if #names > 0 then rule(names, "SCMP_ACT_ALLOW") end
+        if not kill then
+            -- the same answer by name for every other call libseccomp knows: an engine that
+            -- ignores defaultErrnoRet (dockerd 20.10) would give EPERM, and libc falls back
+            -- to older calls on ENOSYS only
+            local rest = {}
+            for _, name in ipairs(core.syscall_names()) do
+                if not listed[name] and name ~= "clone" and name ~= "clone3" and name ~= "ioctl" then
+                    rest[#rest + 1] = name
+                end
+            end
+            if #rest > 0 then rule(rest, "SCMP_ACT_ERRNO", ENOSYS) end
+        end
     else
         profile.defaultAction = "SCMP_ACT_ALLOW"
         if sc.deny and #sc.deny > 0 then rule(sc.deny, deny, EPERM) end

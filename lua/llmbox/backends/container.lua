@@ -10,7 +10,7 @@
 -- policy's syscall rules as the container's seccomp profile, a read-only root with size-limited
 -- tmpfs for the workspace and /tmp, memory and process ceilings, a non-root user, an init that
 -- reaps. What a container cannot honour is refused, never run with less.
-local type, ipairs, pairs, tostring, format = type, ipairs, pairs, tostring, string.format
+local type, ipairs, pairs, tostring, format, floor = type, ipairs, pairs, tostring, string.format, math.floor
 local core = require "llmbox.core"
 local json = require "llmbox.json"
 
@@ -21,6 +21,9 @@ _M.layout = { workspace = "/sandbox", code = "/tmp/llmbox", plots = "/tmp/llmbox
 
 -- The user programs run as (native's sandbox user has the same ids).
 _M.USER = "1000:1000"
+-- How many of the container's processes are not the program's: init, the keeper and the
+-- wrapper of the run (engines.lua).
+_M.OWN_PROCESSES = 3
 -- The container's own processes (init, the keeper): another user than the programs'.
 _M.KEEPER_USER = "0:0"
 
@@ -134,6 +137,21 @@ local function tmpfs(bytes, mode)
     return format("rw,exec,nosuid,nodev,size=%d,mode=%s", bytes, mode)
 end
 
+--- container.update_body(kind, ceilings) -> body: the request that sets a running container's
+--- memory, process and CPU ceilings ({ memory =, processes =, cpus = | nil }); Docker takes its
+--- ContainerUpdate body, Podman (whose compatible API has no update) the OCI resources of its
+--- own /libpod/containers/{id}/update.
+function _M.update_body(kind, c)
+    local pids = c.processes + _M.OWN_PROCESSES
+    -- no quota: Docker's 0 NanoCpus, the kernel's -1 CFS quota
+    if kind == "podman" then
+        return { memory = { limit = c.memory, swap = c.memory }, pids = { limit = pids },
+            cpu = { quota = c.cpus and floor(c.cpus * 100000 + 0.5) or -1, period = 100000 } }
+    end
+    return { Memory = c.memory, MemorySwap = c.memory, PidsLimit = pids,
+        NanoCpus = c.cpus and floor(c.cpus * 1e9 + 0.5) or 0 }
+end
+
 --- container.create_body(spec, opts) -> body | nil, err: the ContainerCreate body for a neutral
 --- sandbox spec. opts.image (required): the image; opts.labels: more labels; opts.seccomp_file:
 --- where the engine finds the profile (Podman, which reads a path; the profile_json of
@@ -171,8 +189,8 @@ function _M.create_body(spec, opts)
         -- the policy's memory ceiling for the whole container, swap included (no swap)
         Memory = lim.memory,
         MemorySwap = lim.memory,
-        -- the runs' processes, plus the init and the keeper
-        PidsLimit = lim.processes + 2,
+        -- the runs' processes, plus the container's own (init, the keeper, a run's wrapper)
+        PidsLimit = lim.processes + _M.OWN_PROCESSES,
         Init = true,
         Privileged = false,
         AutoRemove = false,

@@ -29,19 +29,29 @@ local _M = {}
 -- How long llmbox's own execs (sweeps, collects, resets) may take before they count as failed.
 local INTERNAL_MS = 30000
 
+-- The kernel's counts in the container's cgroups: processes the memory ceiling killed (cgroup
+-- v1's memory.oom_control, v2's memory.events) and forks the pids ceiling refused (pids.events).
+local COUNTERS = [[
+counters() {
+  cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events \
+    /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events 2>/dev/null
+  return 0
+}
+]]
+
 -- The run's wrapper; its stdin is the archive of the run's files. $1: the stdin file ("" for
 -- none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
 -- 512-byte blocks, data KiB; "-" for none), the processes to spare when sweeping, "--", and
 -- the program's argv (an absolute argv[0] the image lacks is looked up on its PATH: the
 -- recipes name the host's paths, official images keep some toolchains in /usr/local/bin).
-local WRAPPER = [[
+local WRAPPER = COUNTERS .. [[
 mkdir -p /tmp/llmbox && cat > /tmp/llmbox/.run.tar || exit 125
 in=$1; shift
 tar -x -C / -f /tmp/llmbox/.run.tar >/dev/null ||
   { echo "llmbox: placing the run's files failed" >&2; exit 125; }
 rm -f /tmp/llmbox/.run.tar
 while [ "$1" != -- ]; do rm -rf -- "$1"; shift; done; shift
-[ "$1" = - ] || ulimit -t "$1"; [ "$2" = - ] || ulimit -n "$2"
+[ "$1" = - ] || { ulimit -t $(($1 + 1)) && ulimit -S -t "$1"; }; [ "$2" = - ] || ulimit -n "$2"
 [ "$3" = - ] || ulimit -f "$3"; [ "$4" = - ] || ulimit -d "$4"
 shift 4
 spare="$$"; while [ "$1" != -- ]; do spare="$spare $1"; shift; done; shift
@@ -52,8 +62,14 @@ case $1 in /*)
     shift; set -- "$p" "$@"
   fi ;;
 esac
-"$@" < "${in:-/dev/null}" &
-wait $!
+counters > /tmp/llmbox/.before
+# the program gets the exec's stderr; the wrapper's own goes nowhere (sh reports a job killed by
+# a signal, "Killed", which is not the program's output)
+exec 3>&2
+"$@" < "${in:-/dev/null}" 2>&3 3>&- &
+pid=$!
+exec 2>/dev/null 3>&-
+wait $pid
 rc=$?
 for round in 1 2 3; do
   for d in /proc/[0-9]*; do
@@ -146,14 +162,10 @@ end
 function Handle:run(spec)
     if not self.id then return nil, "session is closed" end
     if spec.host_network then return refuse(self.kind, "give a run the host's network (library installs)") end
-    local lim, ceil = spec.limits or {}, self.spec.limits
-    if lim.processes and lim.processes < ceil.processes then
-        return refuse(self.kind, format("lower the process limit of one run (%d) below the container's (%d)",
-            lim.processes, ceil.processes))
-    end
-    if lim.cpus and lim.cpus ~= ceil.cpus then
-        return refuse(self.kind, "give one run a CPU quota other than its container's")
-    end
+    local lim = spec.limits or {}
+    -- memory, processes and CPU share are the container's cgroup's: set for this run
+    local ok, uerr, ucode = self:fit(lim)
+    if not ok then return nil, uerr, ucode end
     -- the run's files, and its stdin as one more, in one archive the wrapper unpacks
     local files = {}
     for i, f in ipairs(spec.files or {}) do files[i] = f end
@@ -170,7 +182,7 @@ function Handle:run(spec)
     argv[#argv + 1] = lim.cpu and tostring(math.ceil(lim.cpu)) or "-"
     argv[#argv + 1] = lim.open_files and tostring(floor(lim.open_files)) or "-"
     argv[#argv + 1] = lim.file_size and tostring(floor(lim.file_size / 512)) or "-"
-    argv[#argv + 1] = (lim.memory and lim.memory < ceil.memory) and tostring(floor(lim.memory / 1024)) or "-"
+    argv[#argv + 1] = "-" -- memory: the container's ceiling, fitted to the run above
     argv[#argv + 1] = "1"
     argv[#argv + 1] = tostring(self.keeper)
     argv[#argv + 1] = "--"
@@ -205,11 +217,23 @@ function Handle:run(spec)
     end)
     if not res then return nil, err, code end
     local exit_code = res.exit_code
-    -- killed, and not by us: the container's memory ceiling, if its count of OOM kills grew
-    if exit_code == 137 and not limit then
-        local kills = self:oom_kills()
-        if kills and self.ooms and kills > self.ooms then limit = "memory" end
-        self.ooms = kills or self.ooms
+    -- the kernel's verdicts, as native reads them (runtime/verdict.c): a fork the pids ceiling
+    -- refused, a process the memory ceiling killed, SIGXCPU, SIGXFSZ (as a shell reports them)
+    -- (the counts cost an exec: read when the run failed, or asked for fewer processes than
+    -- its container's, where a refused fork is the verdict even if the program went on)
+    if not limit and (exit_code ~= 0 or self.ceilings.processes < self.spec.limits.processes) then
+        local now, before = self:counters()
+        local function grew(k) return now[k] and before[k] and now[k] > before[k] end
+        if grew("refused") then
+            limit = "processes"
+        elseif grew("ooms") then
+            limit = "memory"
+        end
+    end
+    if not limit and exit_code == 128 + 24 and lim.cpu then
+        limit = "cpu"
+    elseif not limit and exit_code == 128 + 25 and lim.file_size then
+        limit = "file_size"
     end
     return {
         exit_code = exit_code,
@@ -223,13 +247,38 @@ function Handle:run(spec)
     }
 end
 
--- How many processes the container's memory ceiling has killed so far (the kernel's count in
--- its memory cgroup: cgroup v1's memory.oom_control, v2's memory.events), or nil when unknown.
-function Handle:oom_kills()
+-- The kernel's counts in the container's cgroups so far: processes the memory ceiling killed
+-- (cgroup v1's memory.oom_control, v2's memory.events) and forks the pids ceiling refused
+-- (pids.events); nil where unknown.
+function Handle:counters()
     local res = self.engine:exec(self.id, { argv = { "/bin/sh", "-c",
-        "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null; exit 0" },
+        COUNTERS .. "counters; echo ==; cat /tmp/llmbox/.before 2>/dev/null; exit 0" },
         user = container.USER, timeout_ms = INTERNAL_MS })
-    return res and tonumber(res.stdout:match("oom_kill (%d+)")) or nil
+    local now, before = (res and res.stdout or ""):match("^(.*)==\n(.*)$")
+    local function parse(text)
+        text = text or ""
+        return { ooms = tonumber(text:match("oom_kill (%d+)")), refused = tonumber(text:match("max (%d+)")) }
+    end
+    return parse(now), parse(before)
+end
+
+--- handle:fit(limits) -> true | nil, err: the container's memory, process and CPU ceilings
+--- for a run: the run's own where it asks for less than the policy's (a cgroup per run, as
+--- native has, is not something an engine offers; runs of a session do not overlap)
+function Handle:fit(lim)
+    local ceil = self.spec.limits
+    local want = {
+        memory = lim.memory and min(lim.memory, ceil.memory) or ceil.memory,
+        processes = lim.processes and min(lim.processes, ceil.processes) or ceil.processes,
+        cpus = lim.cpus or ceil.cpus,
+    }
+    local cur = self.ceilings
+    if cur.memory == want.memory and cur.processes == want.processes and cur.cpus == want.cpus then return true end
+    local path = (self.kind == "podman" and "/libpod/containers/" or "/containers/") .. self.id .. "/update"
+    local ok, err, code = self.engine:json("POST", path, container.update_body(self.kind, want))
+    if not ok then return nil, "setting the run's limits on its container: " .. tostring(err), code end
+    self.ceilings = want
+    return true
 end
 
 --- handle:collect(path, max) -> { {name, size, data}, ... } | nil, err, errno_name: the regular
@@ -490,7 +539,7 @@ function _M.driver(kind)
                 container.layout.tmp) }, user = "0:0", timeout_ms = INTERNAL_MS })
         end
         h.keeper = kids and tonumber(kids.stdout:match("^%s*(%d+)%s*$"))
-        if h.keeper then h.ooms = h:oom_kills() end
+        h.ceilings = { memory = spec.limits.memory, processes = spec.limits.processes, cpus = spec.limits.cpus }
         if not h.keeper then
             h:close()
             return nil, "starting the container: " .. tostring(err or (kids and ("no keeper process: " .. kids.stdout

@@ -158,6 +158,8 @@ function Engine:json(method, path, body, opts)
         return nil, format("%s %s: the %s engine answered with something that is not JSON", method, path,
             _M.KINDS[self.endpoint.kind])
     end
+    -- a JSON null (Podman's libpod update answers with one) is a success without a document
+    if doc == nil or doc == json.null then return true end
     return doc
 end
 

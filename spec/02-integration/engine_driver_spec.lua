@@ -132,6 +132,38 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.equal("40\n2048\n", r.stdout)
         end)
 
+        it("lowers the container's ceilings for one run, names the limit that fired, and restores them", function()
+            if not needs_engine() then return end
+            local function ceilings()
+                local r = assert(run({ "/bin/sh", "-c", "cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max "
+                    .. "/sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null; exit 0" }))
+                return r.stdout
+            end
+            local before = ceilings()
+            -- a fork bomb that outlives its refused forks: the verdict is still the process limit
+            local r = assert(run({ "/bin/sh", "-c", "b() { b | b & }; b; sleep 2; echo done" },
+                { limits = { timeout = 20, output = 65536, processes = 8 } }))
+            assert.equal("processes", r.limit, r.stderr)
+            -- a memory ceiling for one run below the container's
+            r = assert(run({ "/bin/sh", "-c", 'x=$(head -c 300000000 /dev/zero | tr "\\0" a); echo ${#x}' },
+                { limits = { timeout = 30, output = 65536, memory = 32 * 1024 * 1024 } }))
+            assert.equal("memory", r.limit)
+            -- CPU seconds: SIGXCPU at the soft limit, and no job message from the wrapper
+            r = assert(run({ "/bin/sh", "-c", "while :; do :; done" }, { limits = { timeout = 20, output = 4096, cpu = 1 } }))
+            assert.equal("cpu", r.limit)
+            assert.equal(152, r.exit_code)
+            assert.equal("", r.stderr)
+            -- file size, as a shell reports it
+            r = assert(run({ "/bin/sh", "-c", "head -c 2000000 /dev/zero > /sandbox/big; exit $?" },
+                { limits = { timeout = 20, output = 4096, file_size = 1048576 } }))
+            assert.equal("file_size", r.limit)
+            -- the next run has the container's own ceilings again, and ends with no verdict
+            assert.equal(before, ceilings())
+            r = assert(run({ "/bin/sh", "-c", "rm -f /sandbox/big; exit 3" }))
+            assert.equal(3, r.exit_code)
+            assert.is_nil(r.limit)
+        end)
+
         it("collects a run's results in memory, and says when there are none", function()
             if not needs_engine() then return end
             assert(run({ "/bin/sh", "-c", "mkdir -p /sandbox/out/sub; echo a > /sandbox/out/a.txt; echo b > /sandbox/out/sub/b" }))

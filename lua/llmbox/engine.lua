@@ -239,12 +239,21 @@ function Engine:upgrade(method, path, body)
     return stream, status
 end
 
---- e:exec(container, { argv, env, cwd, user, stdin, timeout_ms, on_timeout }, on_output) ->
---- { exit_code, stdout, stderr } | nil, err: runs argv in a running container to its end
---- (Docker's exec API: stdin over the upgraded connection), the output demultiplexed as it
+-- What an exec's on_output returns to stop reading (see e:exec).
+_M.STOP = setmetatable({}, { __tostring = function() return "engine.STOP" end })
+
+-- How long a stopped exec may take to end before the call fails.
+local STOPPED_WAIT_MS = 10000
+
+--- e:exec(container, { argv, env, cwd, user, stdin, timeout_ms, on_stop }, on_output) ->
+--- { exit_code, stdout, stderr, stopped } | nil, err: runs argv in a running container to its
+--- end (Docker's exec API: stdin over the upgraded connection), the output demultiplexed as it
 --- arrives and handed to on_output("stdout" | "stderr", chunk), whose return value (a string)
---- is what the result keeps of the chunk. After timeout_ms, on_timeout() is called once (the
---- API cannot stop an exec: the caller kills its processes) and the output is read on to its end.
+--- is what the result keeps of the chunk. The exec is stopped after timeout_ms, or when
+--- on_output returns engine.STOP (instead of the chunk, or after it as a second value): the
+--- output is read no further (a flood cannot hold the engine, or the caller, while it is
+--- stopped), on_stop("timeout" | "output") kills its processes (the API cannot stop an
+--- exec), and the exit code is read once it has ended.
 function Engine:exec(id, cmd, on_output)
     local made, err, code = self:json("POST", "/containers/" .. id .. "/exec", {
         Cmd = cmd.argv,
@@ -271,15 +280,21 @@ function Engine:exec(id, cmd, on_output)
     end
     local out, errs, rest = {}, {}, ""
     local deadline = cmd.timeout_ms and util.now_ms() + cmd.timeout_ms
+    local stopped
     local function keep(list, name, chunk)
-        if #chunk == 0 then return end
+        if #chunk == 0 or stopped then return end
         if on_output then
-            local kept = on_output(name, chunk)
+            local kept, stop = on_output(name, chunk)
+            if kept == _M.STOP then
+                stopped = "output"
+                return
+            end
             if type(kept) == "string" then chunk = kept end
+            if stop == _M.STOP then stopped = "output" end
         end
         list[#list + 1] = chunk
     end
-    while true do
+    while not stopped do
         local wait = -1
         if deadline then wait = math.max(0, math.floor(deadline - util.now_ms())) end
         local data, why, rcode = stream:recv(wait)
@@ -291,15 +306,8 @@ function Engine:exec(id, cmd, on_output)
             break
         end
         if data == "" and deadline and util.now_ms() >= deadline then
-            -- the clock ran out: the caller stops the processes, and the stream ends soon after
-            deadline = util.now_ms() + 10000
-            if cmd.on_timeout then
-                cmd.on_timeout()
-                cmd.on_timeout = nil
-            else
-                stream:close()
-                return nil, "the exec did not end within 10 s of being stopped", "ETIMEDOUT"
-            end
+            stopped = "timeout"
+            break
         end
         local o, e
         o, e, rest = _M.demux(rest .. data)
@@ -307,15 +315,22 @@ function Engine:exec(id, cmd, on_output)
         keep(errs, "stderr", e)
     end
     stream:close()
-    -- the engine may not have recorded the exit code yet when the stream ends
+    if stopped and cmd.on_stop then cmd.on_stop(stopped) end
+    -- the engine may not have recorded the exit code yet when the stream ends; a stopped exec
+    -- ends once its processes are killed
     local info
-    for _ = 1, 100 do
+    local give_up = util.now_ms() + (stopped and STOPPED_WAIT_MS or 1000)
+    repeat
         info, err, code = self:json("GET", "/exec/" .. made.Id .. "/json")
         if not info then return nil, err, code end
         if not info.Running then break end
+        if util.now_ms() > give_up then
+            return nil, stopped and "the exec did not end within 10 s of being stopped"
+                or "the exec went on running after its output ended", "ETIMEDOUT"
+        end
         util.sleep_ms(5)
-    end
-    return { exit_code = info.ExitCode, stdout = concat(out), stderr = concat(errs) }
+    until false
+    return { exit_code = info.ExitCode, stdout = concat(out), stderr = concat(errs), stopped = stopped }
 end
 
 --- engine.connect(kind | endpoint) -> engine | nil, err: reaches the engine, checks that it

@@ -191,20 +191,17 @@ function Handle:run(spec)
     local started = util.now_ms()
     local output_cap = lim.output
     local seen, truncated, limit = 0, false, nil
-    local swept = false
-    local function stop(why)
-        if swept then return end
-        swept = true
-        limit = limit or why
-        self:sweep()
-    end
     local res
     res, err, code = self.engine:exec(self.id, {
         argv = argv, env = spec.env, cwd = spec.cwd, user = container.USER, stdin = archive,
         timeout_ms = lim.timeout and lim.timeout * 1000 or nil,
-        on_timeout = function() stop("timeout") end,
+        -- the wall clock or the output cap: every process of the run is killed
+        on_stop = function(why)
+            limit = why
+            self:sweep()
+        end,
     }, function(stream, chunk)
-        if truncated then return "" end -- past the cap: kept nowhere
+        if truncated then return engine.STOP end -- past the cap: kept nowhere
         if output_cap and seen + #chunk > output_cap then
             chunk = chunk:sub(1, output_cap - seen)
             truncated = true
@@ -212,7 +209,7 @@ function Handle:run(spec)
         seen = seen + #chunk
         local fn = stream == "stdout" and spec.on_stdout or spec.on_stderr
         if fn and #chunk > 0 then fn(chunk) end
-        if truncated then stop("output") end
+        if truncated then return chunk, engine.STOP end
         return chunk
     end)
     if not res then return nil, err, code end
@@ -353,15 +350,13 @@ function Handle:copy_out(path, host_path, max)
         argv = { "/bin/sh", "-c", SEND, "copy-out",
             parent == "" and "/" or parent, base },
         user = container.USER, timeout_ms = INTERNAL_MS,
+        on_stop = function() self:sweep() end,
     }, function(stream, chunk)
         if stream ~= "stdout" then return chunk end
         seen = seen + #chunk
         if cap and seen > cap then
-            if not too_big then
-                too_big = true
-                self:sweep()
-            end
-            return ""
+            too_big = true
+            return engine.STOP
         end
         return chunk
     end)

@@ -21,6 +21,28 @@ _M.layout = { workspace = "/sandbox", code = "/tmp/llmbox", plots = "/tmp/llmbox
 
 -- The user programs run as (native's sandbox user has the same ids).
 _M.USER = "1000:1000"
+-- The keeper's script (see create_body), root's. SIGUSR1 (a kill request, passed on by the
+-- engine's init) stops the run: kill(-1) until nothing is left but init and itself. It also
+-- watches the pids cgroup's count of refused forks, five times a second, and stops the run at
+-- a new one, as native's supervisor does (a fork bomb ends at once, reported as the processes
+-- limit). Waiting costs it no process: a read with a timeout on a FIFO of its own in /dev/shm;
+-- where that cannot be made, it only waits for signals.
+_M.KEEPER = [[
+sweep() { i=0; while kill -0 -1 2>/dev/null && [ $i -lt 100 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done; }
+trap sweep USR1
+ev=/sys/fs/cgroup/pids/pids.events; [ -r "$ev" ] || ev=/sys/fs/cgroup/pids.events
+count() { n=0; while read -r k v; do [ "$k" = max ] && n=$v; done < "$ev"; }
+count 2>/dev/null; seen=$n
+d=/dev/shm/.llmbox-keeper
+if mkdir -m 700 "$d" 2>/dev/null && mkfifo -m 600 "$d/wake" && exec 3<>"$d/wake"; then
+  while :; do
+    read -r -t 0.2 _ <&3
+    count 2>/dev/null
+    if [ "$n" != "$seen" ]; then seen=$n; sweep; fi
+  done
+fi
+while :; do sleep 2147483647 & wait $!; done
+]]
 -- How many of the container's processes are not the program's: init, the keeper and the
 -- wrapper of the run (engines.lua).
 _M.OWN_PROCESSES = 3
@@ -177,6 +199,9 @@ function _M.create_body(spec, opts)
     local host = {
         NetworkMode = "none",
         CapDrop = { "ALL" },
+        -- for the keeper alone (root's): the programs run as USER with no new privileges, and
+        -- kill(2) reaches no further than the container's own pid namespace
+        CapAdd = { "KILL" },
         -- Docker takes the profile itself; Podman's API reads it from a file of the engine's host
         SecurityOpt = { "no-new-privileges:true",
             "seccomp=" .. (opts.seccomp_file or _M.profile_json(_M.seccomp_profile(spec.syscalls))) },
@@ -208,12 +233,12 @@ function _M.create_body(spec, opts)
     if #ulimits > 0 then host.Ulimits = ulimits end
     return {
         Image = opts.image,
-        -- the keeper: one process that sleeps as long as the container lives (no children to
-        -- reap); every run is an exec beside it
+        -- the keeper (KEEPER): one shell that waits as long as the container lives; every run
+        -- is an exec beside it. It is root's, so the programs (USER, in execs) cannot signal
+        -- it, and it stops runs with no new process, so a fork bomb that fills the pids
+        -- ceiling cannot keep it out, as it would keep out an exec.
         Entrypoint = { "/bin/sh" },
-        Cmd = { "-c", "exec sleep 2147483647" },
-        -- the keeper is root's (without capabilities, as every process here): the programs
-        -- run as USER in execs and cannot signal it, so they cannot end the container
+        Cmd = { "-c", _M.KEEPER },
         User = _M.KEEPER_USER,
         -- no WorkingDir: an engine creates it in the image's root (mode 0755, root's) and copies
         -- that mode onto the tmpfs mounted there; each exec names its own working directory

@@ -5,14 +5,15 @@
 --
 -- A run is one exec of a small shell wrapper, as the sandbox user: it unpacks the run's files
 -- (an archive core.tar_pack made, sent on stdin) and the program's stdin as a file, removes
--- what the run cleans, sets the rlimits (cpu, open files, file size, data), runs the program
--- and, once it has ended, kills whatever it left behind. The client holds the wall clock and
--- the output cap; when either fires, a second exec kills every process of the container but
--- its init and keeper — the Docker API cannot kill an exec.
+-- what the run cleans, sets the rlimits (cpu, open files, file size), runs the program and,
+-- once it has ended, kills whatever it left behind. Memory, processes and CPU share are the
+-- container's cgroup's, set for each run (Handle:fit). The client holds the wall clock and the
+-- output cap; when either fires, a second exec kills every process of the sandbox user — the
+-- Docker API cannot kill an exec; init and the keeper are root's.
 --
--- First cut (the docker/podman issue says what is missing): pools' warm start, per-run process
--- and CPU-quota limits below the container's, installs (which need a network) and image
--- pulls/builds are refused with a message that says so.
+-- Not built yet (the docker/podman issue says what is missing): pools' warm start, the CPU
+-- time a run used (cpu_ms), installs (which need a network) and image pulls/builds; what is
+-- refused says so.
 local container = require "llmbox.backends.container"
 local engine = require "llmbox.engine"
 local core = require "llmbox.core"
@@ -41,20 +42,16 @@ counters() {
 
 -- The run's wrapper; its stdin is the archive of the run's files. $1: the stdin file ("" for
 -- none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
--- 512-byte blocks, data KiB; "-" for none), the processes to spare when sweeping, "--", and
--- the program's argv (an absolute argv[0] the image lacks is looked up on its PATH: the
+-- 512-byte blocks, data KiB; "-" for none) and the program's argv (an absolute argv[0] the image lacks is looked up on its PATH: the
 -- recipes name the host's paths, official images keep some toolchains in /usr/local/bin).
 local WRAPPER = COUNTERS .. [[
-mkdir -p /tmp/llmbox && cat > /tmp/llmbox/.run.tar || exit 125
 in=$1; shift
-tar -x -C / -f /tmp/llmbox/.run.tar >/dev/null ||
+tar -x -C / -f - >/dev/null ||
   { echo "llmbox: placing the run's files failed" >&2; exit 125; }
-rm -f /tmp/llmbox/.run.tar
 while [ "$1" != -- ]; do rm -rf -- "$1"; shift; done; shift
 [ "$1" = - ] || { ulimit -t $(($1 + 1)) && ulimit -S -t "$1"; }; [ "$2" = - ] || ulimit -n "$2"
 [ "$3" = - ] || ulimit -f "$3"; [ "$4" = - ] || ulimit -d "$4"
 shift 4
-spare="$$"; while [ "$1" != -- ]; do spare="$spare $1"; shift; done; shift
 case $1 in /*)
   if [ ! -x "$1" ]; then
     p=$(command -v "${1##*/}") ||
@@ -62,7 +59,7 @@ case $1 in /*)
     shift; set -- "$p" "$@"
   fi ;;
 esac
-counters > /tmp/llmbox/.before
+mkdir -p /tmp/llmbox 2>/dev/null; counters > /tmp/llmbox/.before 2>/dev/null
 # the program gets the exec's stderr; the wrapper's own goes nowhere (sh reports a job killed by
 # a signal, "Killed", which is not the program's output)
 exec 3>&2
@@ -71,26 +68,19 @@ pid=$!
 exec 2>/dev/null 3>&-
 wait $pid
 rc=$?
-for round in 1 2 3; do
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    case " $spare " in *" $p "*) ;; *) kill -9 "$p" 2>/dev/null ;; esac
-  done
-done
+i=0
+while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done
 exit $rc
 ]]
 
--- Kills every process of the container but those named (init, keeper) and itself.
+-- (reset's) Kills every process of the sandbox user but itself: kill(-1) reaches every process its user
+-- may signal, all at once, so a fork bomb cannot outrun it; init and the keeper are root's,
+-- and without CAP_KILL out of reach. Rounds until nothing is left to signal.
 local SWEEP = [[
-spare="$$ $*"
-for round in 1 2 3 4 5; do
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    case " $spare " in *" $p "*) ;; *) kill -9 "$p" 2>/dev/null ;; esac
-  done
-done
+i=0
+while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done
+exit 0
 ]]
-
 local function refuse(kind, what)
     return nil, format("the %s backend cannot %s yet (this first cut of the container backends)", kind, what),
         "EOPNOTSUPP"
@@ -152,10 +142,14 @@ local SEND = 'target="$1/$2"\n' .. NO_LINKS .. '[ -e "$1/$2" ] || exit 3; exec t
 local Handle = {}
 Handle.__index = Handle
 
--- Runs the sweep: every process but init, the keeper and the sweep itself is killed.
+-- Stops a run: every process but init and the keeper is killed.
 function Handle:sweep()
-    return self.engine:exec(self.id, { argv = { "/bin/sh", "-c", SWEEP, "sweep", "1", tostring(self.keeper) },
-        user = container.USER, timeout_ms = INTERNAL_MS })
+    -- the keeper does it (container.KEEPER): no exec, which a full pids ceiling would refuse
+    return self.engine:json("POST", "/containers/" .. self.id .. "/kill?signal=SIGUSR1")
+end
+
+function Handle:update_path()
+    return (self.kind == "podman" and "/libpod/containers/" or "/containers/") .. self.id .. "/update"
 end
 
 --- handle:run{ argv, env, cwd, stdin, files, clean, limits, on_stdout, on_stderr } -> result
@@ -183,9 +177,6 @@ function Handle:run(spec)
     argv[#argv + 1] = lim.open_files and tostring(floor(lim.open_files)) or "-"
     argv[#argv + 1] = lim.file_size and tostring(floor(lim.file_size / 512)) or "-"
     argv[#argv + 1] = "-" -- memory: the container's ceiling, fitted to the run above
-    argv[#argv + 1] = "1"
-    argv[#argv + 1] = tostring(self.keeper)
-    argv[#argv + 1] = "--"
     for _, a in ipairs(spec.argv) do argv[#argv + 1] = a end
 
     local started = util.now_ms()
@@ -271,8 +262,7 @@ function Handle:fit(lim)
     }
     local cur = self.ceilings
     if cur.memory == want.memory and cur.processes == want.processes and cur.cpus == want.cpus then return true end
-    local path = (self.kind == "podman" and "/libpod/containers/" or "/containers/") .. self.id .. "/update"
-    local ok, err, code = self.engine:json("POST", path, container.update_body(self.kind, want))
+    local ok, err, code = self.engine:json("POST", self:update_path(), container.update_body(self.kind, want))
     if not ok then return nil, "setting the run's limits on its container: " .. tostring(err), code end
     self.ceilings = want
     return true
@@ -372,10 +362,9 @@ end
 --- handle:reset() -> true | nil, err: kills what runs and empties the workspace and /tmp
 function Handle:reset()
     if not self.id then return nil, "session is closed" end
-    local res, err = self:sweep()
-    if not res then return nil, err end
-    res, err = self.engine:exec(self.id, { argv = { "/bin/sh", "-c",
-        "rm -rf /sandbox/* /sandbox/.[!.]* /sandbox/..?* /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* 2>/dev/null; exit 0" },
+    -- one exec as the sandbox user: it kills the user's other processes, then empties
+    local res, err = self.engine:exec(self.id, { argv = { "/bin/sh", "-c", SWEEP:gsub("exit 0%s*$", "")
+        .. "rm -rf /sandbox/* /sandbox/.[!.]* /sandbox/..?* /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* 2>/dev/null; exit 0" },
         user = container.USER, timeout_ms = INTERNAL_MS })
     if not res then return nil, err end
     return true
@@ -524,7 +513,7 @@ function _M.driver(kind)
         h.id = made.Id
         local ok
         ok, err, code = e:json("POST", "/containers/" .. h.id .. "/start")
-        -- the keeper is init's only child now, before any run: its pid is spared by every sweep.
+        -- the keeper is init's only child now: the container runs as it should.
         -- As root (without capabilities): an image with its own /sandbox or /tmp gives the
         -- tmpfs there that directory's mode, and the sandbox user must be able to write both.
         local kids

@@ -28,17 +28,21 @@ _M.USER = "1000:1000"
 -- limit). Waiting costs it no process: a read with a timeout on a FIFO of its own in /dev/shm;
 -- where that cannot be made, it only waits for signals.
 _M.KEEPER = [[
-sweep() { i=0; while kill -0 -1 2>/dev/null && [ $i -lt 100 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done; }
-trap sweep USR1
 ev=/sys/fs/cgroup/pids/pids.events; [ -r "$ev" ] || ev=/sys/fs/cgroup/pids.events
-count() { n=0; while read -r k v; do [ "$k" = max ] && n=$v; done < "$ev"; }
-count 2>/dev/null; seen=$n
+count() { n=0; while read -r k v; do [ "$k" = max ] && n=$v; done < "$ev"; } 2>/dev/null
+# the count is read again once all is dead: forks refused while it killed are not a new event
+sweep() {
+  i=0; while kill -0 -1 2>/dev/null && [ $i -lt 100 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done
+  count; seen=$n
+}
+trap sweep USR1
+count; seen=$n
 d=/dev/shm/.llmbox-keeper
 if mkdir -m 700 "$d" 2>/dev/null && mkfifo -m 600 "$d/wake" && exec 3<>"$d/wake"; then
   while :; do
     read -r -t 0.2 _ <&3
-    count 2>/dev/null
-    if [ "$n" != "$seen" ]; then seen=$n; sweep; fi
+    count
+    [ "$n" = "$seen" ] || sweep
   done
 fi
 while :; do sleep 2147483647 & wait $!; done

@@ -42,8 +42,9 @@ counters() {
 
 -- The run's wrapper; its stdin is the archive of the run's files. $1: the stdin file ("" for
 -- none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
--- 512-byte blocks, data KiB; "-" for none) and the program's argv (an absolute argv[0] the image lacks is looked up on its PATH: the
--- recipes name the host's paths, official images keep some toolchains in /usr/local/bin).
+-- 512-byte blocks, data KiB; "-" for none) and the program's argv (an absolute argv[0] the
+-- image lacks is looked up on its PATH: the recipes name the host's paths, official images
+-- keep some toolchains in /usr/local/bin).
 local WRAPPER = COUNTERS .. [[
 in=$1; shift
 tar -x -C / -f - >/dev/null ||
@@ -214,6 +215,9 @@ function Handle:run(spec)
         local function grew(k) return now[k] and before[k] and now[k] > before[k] end
         if grew("refused") then
             limit = "processes"
+            -- the keeper may not have seen it yet: it sweeps now, while nothing else runs,
+            -- not in the middle of the next run
+            self:sweep()
         elseif grew("ooms") then
             limit = "memory"
         end

@@ -42,7 +42,7 @@ describe("container create body #unpriv", function()
         assert.equal(("rw,exec,nosuid,nodev,size=%d,mode=1777"):format(p.limits.tmp), h.Tmpfs["/tmp"])
         assert.equal(p.limits.memory, h.Memory)
         assert.equal(p.limits.memory, h.MemorySwap) -- no swap beyond the ceiling
-        assert.equal(p.limits.processes + 3, h.PidsLimit) -- init, the keeper, the wrapper
+        assert.equal(p.limits.processes + 4, h.PidsLimit) -- init, the keeper, its sleep, the wrapper
         assert.same({ { Name = "nofile", Soft = p.limits.open_files, Hard = p.limits.open_files } }, h.Ulimits)
         assert.equal("1", body.Labels["io.llmbox.managed"])
         assert.equal("default", body.Labels["io.llmbox.policy"])

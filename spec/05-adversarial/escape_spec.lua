@@ -102,7 +102,12 @@ for name, fn in {'ctl-create': lambda: open('/sandbox/g', 'w'), 'ctl-chmod': lam
                 assert.equal("OK", e, name)
             elseif name ~= "control-wrapper" then
                 n = n + 1
-                assert.is_truthy(e == "EROFS" or e == "EACCES" or e == "EPERM" or e == "EBUSY", name .. ": " .. e)
+                -- an image may lack a file the host has (/etc/ld.so.cache, /etc/localtime):
+                -- changing it fails as absent; creating anything fails as read-only everywhere
+                local absent = e == "ENOENT" and s.driver.capabilities.images
+                    and not name:match("^create") and name ~= "mkdir-root"
+                assert.is_truthy(absent or e == "EROFS" or e == "EACCES" or e == "EPERM" or e == "EBUSY",
+                    name .. ": " .. e)
             end
         end
         assert.equal(15, n)
@@ -598,8 +603,13 @@ s:close()
         p:close()
         os.remove(script)
         os.remove(base)
-        -- control: the probe does read pid 1's command line, which llmbox set to its own name
-        assert.equal("llmbox-init", out:match("^[^%z]*"))
+        -- control: the probe does read pid 1's command line: llmbox's own init on native, the
+        -- engine's (docker-init, catatonit) in a container
+        if (os.getenv("LLMBOX_BACKEND") or "native") == "native" then
+            assert.equal("llmbox-init", out:match("^[^%z]*"))
+        else
+            assert.matches("init", out:match("^[^%z]*"))
+        end
         assert.not_matches(token, out, 1, true)
     end)
 end)

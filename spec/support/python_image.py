@@ -3,8 +3,9 @@
 no registry here, and a debootstrap'd matplotlib drags in 800 MB of Debian dependencies (scipy,
 pythran, g++). It holds what a run of the python recipe touches: CPython and its standard
 library, numpy, matplotlib and Pillow, the shared libraries those loaded (read from
-/proc/self/maps after a plot was drawn), the fonts matplotlib uses, and a static busybox for
-/bin/sh and the other utilities (every applet it has).
+/proc/self/maps after a plot was drawn), the fonts matplotlib uses, Debian's
+command-line tools (dash as /bin/sh, coreutils, util-linux...) and a static busybox for
+whatever they lack.
 
     python_image.py OUT.tar    writes the image's root as a tar (for POST /images/create)
 """
@@ -17,6 +18,7 @@ import tempfile
 
 PACKAGES = ["numpy", "matplotlib", "PIL", "cycler", "kiwisolver", "pyparsing", "dateutil", "six",
             "packaging", "fontTools", "mpl_toolkits", "contourpy"]
+TOOL_PACKAGES = ["coreutils", "findutils", "grep", "sed", "util-linux", "procps", "tar", "gzip", "dash"]
 SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "__pycache__",
              "config-3.11-x86_64-linux-gnu"}
 
@@ -122,11 +124,15 @@ def main():
     # every applet busybox has: the specs' shell snippets use seq, find, mkfifo, setsid...
     applets = subprocess.run(["/bin/busybox", "--list"], capture_output=True, text=True, check=True).stdout.split()
     for a in applets:
-        if a == "busybox":
+        # /bin/sh is dash, as in Debian's images (busybox's sh prefers its own applets)
+        if a in ("busybox", "sh"):
             continue
         info = tarfile.TarInfo("bin/" + a)
         info.type, info.linkname = tarfile.SYMTYPE, "busybox"
         img.tar.addfile(info)
+    info = tarfile.TarInfo("bin/sh")
+    info.type, info.linkname = tarfile.SYMTYPE, "/usr/bin/dash"
+    img.tar.addfile(info)
     img.add_data("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000::/sandbox:/bin/sh\n")
     img.add_data("etc/group", b"root:x:0:\nsandbox:x:1000:\n")
     # the dynamic loader under the name the binaries ask for, besides the one it was mapped as
@@ -143,7 +149,14 @@ def main():
             img.add_tree(os.path.dirname(mod.__file__))
         else:  # a single-file module (six.py)
             img.add_path(mod.__file__)
-    objects = sorted(p for p in img.done if p.endswith(".so") or ".so." in os.path.basename(p))
+    # Debian's own command-line tools, as an official Debian-based image has them (GNU
+    # messages, setsid -f, ipcs): before busybox's on the PATH
+    tools = subprocess.run(["dpkg", "-L"] + TOOL_PACKAGES, capture_output=True, text=True).stdout.split("\n")
+    for t in tools:
+        if re.match(r"^/(usr/)?s?bin/[^/]+$", t) and os.path.isfile(t) and not os.path.islink(t):
+            img.add_path(t)
+    objects = sorted(p for p in img.done if p.endswith(".so") or ".so." in os.path.basename(p)
+                     or p.startswith("/usr/bin/") or p.startswith("/usr/sbin/"))
     for p in needed([o for o in objects if os.path.isfile(o) and not os.path.islink(o)]):
         img.add_path(p)
     for extra in ("/etc/matplotlibrc", "/etc/fonts", "/usr/share/matplotlib"):

@@ -25,8 +25,8 @@ _M.USER = "1000:1000"
 -- engine's init) stops the run: kill(-1) until nothing is left but init and itself. It also
 -- watches the pids cgroup's count of refused forks, five times a second, and stops the run at
 -- a new one, as native's supervisor does (a fork bomb ends at once, reported as the processes
--- limit). Waiting costs it no process: a read with a timeout on a FIFO of its own in /dev/shm;
--- where that cannot be made, it only waits for signals.
+-- limit). Waiting costs it no process where the shell has `read -t` (a FIFO of its own in
+-- /dev/shm), else a sleep in a process slot kept for it.
 _M.KEEPER = [[
 ev=/sys/fs/cgroup/pids/pids.events; [ -r "$ev" ] || ev=/sys/fs/cgroup/pids.events
 count() { n=0; while read -r k v; do [ "$k" = max ] && n=$v; done < "$ev"; } 2>/dev/null
@@ -39,17 +39,25 @@ trap sweep USR1
 count; seen=$n
 d=/dev/shm/.llmbox-keeper
 if mkdir -m 700 "$d" 2>/dev/null && mkfifo -m 600 "$d/wake" && exec 3<>"$d/wake"; then
-  while :; do
-    read -r -t 0.2 _ <&3
-    count
-    [ "$n" = "$seen" ] || sweep
-  done
+  read -r -t 0.01 _ <&3 2>/dev/null
+  if [ $? -ne 2 ]; then
+    while :; do
+      read -r -t 0.2 _ <&3
+      count
+      [ "$n" = "$seen" ] || sweep
+    done
+  fi
 fi
-while :; do sleep 2147483647 & wait $!; done
+# a shell without read -t (dash): a sleep, in a slot of its own (OWN_PROCESSES)
+while :; do
+  sleep 0.2
+  count
+  [ "$n" = "$seen" ] || sweep
+done
 ]]
--- How many of the container's processes are not the program's: init, the keeper and the
--- wrapper of the run (engines.lua).
-_M.OWN_PROCESSES = 3
+-- How many of the container's processes are not the program's: init, the keeper, the
+-- keeper's sleep and the wrapper of the run (engines.lua).
+_M.OWN_PROCESSES = 4
 -- The container's own processes (init, the keeper): another user than the programs'.
 _M.KEEPER_USER = "0:0"
 

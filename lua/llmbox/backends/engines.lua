@@ -206,6 +206,9 @@ function Handle:run(spec)
     end)
     if not res then return nil, err, code end
     local exit_code = res.exit_code
+    -- stopped by us: SIGKILL, as native says (Docker may report the exec whose output it could
+    -- no longer deliver as 126)
+    if limit == "timeout" or limit == "output" then exit_code = 137 end
     -- the kernel's verdicts, as native reads them (runtime/verdict.c): a fork the pids ceiling
     -- refused, a process the memory ceiling killed, SIGXCPU, SIGXFSZ (as a shell reports them)
     -- (the counts cost an exec: read when the run failed, or asked for fewer processes than

@@ -97,6 +97,13 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.equal("still here\n", after.stdout)
         end)
 
+        it("shows the programs no /sys but the container's own cgroups", function()
+            if not needs_engine() then return end
+            local r = assert(run({ "/bin/sh", "-c", "for d in /sys/class /sys/devices /sys/kernel /sys/fs/ext4; do "
+                .. "ls -A $d 2>/dev/null; done | wc -l; ls /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null" }))
+            assert.matches("^0\n/sys/fs/cgroup/pids", r.stdout)
+        end)
+
         it("caps the output, says so, and stops the program", function()
             if not needs_engine() then return end
             local r = assert(run({ "/bin/sh", "-c", "while :; do echo yyyyyyyyyyyyyyyyyyyy; done" },

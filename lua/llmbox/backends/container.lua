@@ -171,6 +171,14 @@ local function tmpfs(bytes, mode)
     return format("rw,exec,nosuid,nodev,size=%d,mode=%s", bytes, mode)
 end
 
+-- What of the engine's read-only /sys the programs do not see (native mounts none): all but
+-- the container's own cgroups, which the keeper and the verdicts read. A path the kernel
+-- lacks is skipped by the runtime.
+_M.MASKED_PATHS = { "/sys/block", "/sys/bus", "/sys/class", "/sys/dev", "/sys/devices", "/sys/firmware",
+    "/sys/hypervisor", "/sys/kernel", "/sys/module", "/sys/power", "/sys/fs/bpf", "/sys/fs/btrfs", "/sys/fs/erofs",
+    "/sys/fs/ext4", "/sys/fs/f2fs", "/sys/fs/fuse", "/sys/fs/nfsd", "/sys/fs/pstore", "/sys/fs/selinux",
+    "/sys/fs/smackfs", "/sys/fs/tmpfs", "/sys/fs/xfs" }
+
 --- container.update_body(kind, ceilings) -> body: the request that sets a running container's
 --- memory, process and CPU ceilings ({ memory =, processes =, cpus = | nil }); Docker takes its
 --- ContainerUpdate body, Podman (whose compatible API has no update) the OCI resources of its
@@ -190,7 +198,8 @@ end
 --- sandbox spec. opts.image (required): the image; opts.labels: more labels; opts.seccomp_file:
 --- where the engine finds the profile (Podman, which reads a path; the profile_json of
 --- seccomp_profile(spec.syscalls)); without it the profile goes in the body (Docker);
---- opts.nproc: RLIMIT_NPROC to set (Podman: the engine host's hard limit).
+--- opts.nproc: RLIMIT_NPROC to set (Podman: the engine host's hard limit); opts.kind: the
+--- engine ("docker" or "podman"), where their APIs differ.
 function _M.create_body(spec, opts)
     local pol = spec.policy
     if type(opts) ~= "table" or type(opts.image) ~= "string" or opts.image == "" then
@@ -218,6 +227,7 @@ function _M.create_body(spec, opts)
         SecurityOpt = { "no-new-privileges:true",
             "seccomp=" .. (opts.seccomp_file or _M.profile_json(_M.seccomp_profile(spec.syscalls))) },
         ReadonlyRootfs = true,
+        MaskedPaths = _M.MASKED_PATHS,
         Tmpfs = {
             [_M.layout.workspace] = tmpfs(lim.workspace, "1777"),
             [_M.layout.tmp] = tmpfs(lim.tmp, "1777"),
@@ -232,6 +242,10 @@ function _M.create_body(spec, opts)
         Privileged = false,
         AutoRemove = false,
     }
+    if opts.kind == "podman" then
+        -- Podman's compatible API ignores MaskedPaths: its own security option says the same
+        host.SecurityOpt[#host.SecurityOpt + 1] = "mask=" .. table.concat(_M.MASKED_PATHS, ":")
+    end
     if lim.cpus then host.NanoCpus = math.floor(lim.cpus * 1e9 + 0.5) end
     local ulimits = {}
     if lim.open_files then

@@ -71,6 +71,9 @@ wait $pid
 rc=$?
 i=0
 while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done
+# SysV IPC outlives processes: what the run made goes with it (util-linux's ipcrm, where the
+# image has it; native gives each run an IPC namespace of its own)
+ipcrm -a 2>/dev/null
 exit $rc
 ]]
 
@@ -501,7 +504,7 @@ function _M.driver(kind)
             return nil, format("image %q is not on the %s engine: pull or build it first (`%s pull %s`)", spec.image,
                 engine.KINDS[kind], kind, spec.image)
         end
-        local opts = { image = spec.image, labels = { [container.OWNER] = owner_label() } }
+        local opts = { image = spec.image, kind = kind, labels = { [container.OWNER] = owner_label() } }
         if kind == "podman" then
             local perr
             opts.seccomp_file, perr = write_profile(container.profile_json(container.seccomp_profile(spec.syscalls)))

@@ -43,8 +43,9 @@ Commands:
 Options:
   -l, --lang LANG       language (default: from FILE's extension, else python)
   -b, --backend NAME    sandbox backend (default: $LLMBOX_BACKEND, else native; see backends)
-  --image IMAGE         the image to run in, for backends that run images (native runs the
-                        host's interpreters and refuses one)
+  --image IMAGE         the image to run in, for backends that run images (default:
+                        $LLMBOX_IMAGE, else the language's own; native runs the host's
+                        interpreters and refuses one)
   -p, --policy POLICY   policy name (policies/NAME.lua) or path to a policy file
                         (default: $LLMBOX_POLICY or "default")
   -t, --timeout SECS    wall-clock limit in decimal seconds (5, 0.5), at most the policy's

@@ -140,3 +140,28 @@ describe("run plan #unpriv", function()
         assert.is_nil(plan.warm(p, assert(recipes.get("cpp")), layout, nil))
     end)
 end)
+
+describe("sandbox image #unpriv", function()
+    local images = { capabilities = { images = true } }
+    local function env(v) return function(name) return name == "LLMBOX_IMAGE" and v or nil end end
+
+    it("is the caller's, else $LLMBOX_IMAGE, else the recipe's own, on backends that run images", function()
+        local py = assert(recipes.get("python"))
+        assert.equal("mine:1", plan.image(images, py, "mine:1", env("org/all:2")))
+        assert.equal("org/all:2", plan.image(images, py, nil, env("org/all:2")))
+        assert.equal("python:3.12-slim", plan.image(images, py, nil, env(nil)))
+        assert.equal("python:3.12-slim", plan.image(images, py, nil, env("")))
+        -- a session without a language runs the shell recipe's image
+        assert.equal("debian:bookworm-slim", plan.image(images, nil, nil, env(nil)))
+        -- every shipped recipe names one
+        local all = recipes.all().list
+        assert.is_true(#all >= 8)
+        for _, r in ipairs(all) do assert.is_string(r.image, r.name) end
+    end)
+
+    it("is none on native, unless the caller names one (which native then refuses)", function()
+        local py = assert(recipes.get("python"))
+        assert.is_nil(plan.image(native, py, nil, env("org/all:2")))
+        assert.equal("x:1", plan.image(native, py, "x:1", env(nil)))
+    end)
+end)

@@ -152,6 +152,16 @@ function _M.py(code, opts)
     return r, err
 end
 
+-- Why a session's image lacks what a spec needs (the shell command `probe` fails in it), or
+-- nil; native always has the host's libraries.
+function _M.image_lacks(s, probe, what)
+    if not s.driver.capabilities.images then return nil end
+    local r = s:exec(probe)
+    if r and r.exit_code == 0 then return nil end
+    return ("the image %s has no %s (the container backends' test image carries Python with numpy, matplotlib "
+        .. "and Pillow only)"):format(tostring(s.handle.spec and s.handle.spec.image), what)
+end
+
 -- Why a session's language cannot run in its image, or nil: on backends that run images the
 -- test image (spec/support/python_image.py) carries Python and a shell only, so the specs of
 -- other languages say so instead of failing. Native always runs the host's toolchains.

@@ -38,6 +38,8 @@ raise SystemExit(0)
     end)
 
     it("captures seaborn (through matplotlib) and Plotly (as HTML)", function()
+        local lacks = helpers.image_lacks(s, "python3 -c 'import seaborn, plotly'", "seaborn or Plotly")
+        if lacks then pending(lacks) return end
         local r = assert(s:run([[
 import seaborn as sns
 sns.histplot([1, 2, 2, 3, 3, 3])
@@ -142,6 +144,8 @@ fig4 = plt.figure(figsize=(3, 2)); plt.plot([1, 0]); fig4.savefig('/sandbox/p.pd
     end)
 
     it("returns Plotly HTML small, and --save-plots makes it work offline", function()
+        local lacks = helpers.image_lacks(s, "python3 -c 'import plotly'", "Plotly")
+        if lacks then pending(lacks) return end
         local code = "import plotly.graph_objects as go; go.Figure(go.Bar(x=['a', 'b'], y=[1, 3])).show()"
         -- in results the HTML loads plotly.js from Plotly's CDN: one copy of the script per plot
         -- would be ~8.6 MB (Debian ships it unminified), too much for JSON and MCP results
@@ -175,6 +179,12 @@ end)
 describe("R plots #conformance #unpriv", function()
     it("captures base graphics and ggplot2, one PNG per page", function()
         local s = assert(llmbox.session({ lang = "r" }))
+        local missing = helpers.missing_toolchain(s)
+        if missing then
+            s:close()
+            pending(missing)
+            return
+        end
         local r = assert(s:run([[
 plot(1:10)
 hist(c(1, 2, 2, 3, 3, 3))

@@ -266,8 +266,16 @@ cat /sandbox/keep; echo
 ]]))
         assert.equal(0, r2.exit_code)
         local st = A.results(r2.stdout)
-        assert.equal("32", st.mount) -- mount(8): "mount failure"
-        assert.equal("32", st.bind)
+        if s.driver.name == "native" then
+            assert.equal("32", st.mount) -- mount(8): "mount failure"
+            assert.equal("32", st.bind)
+        else
+            -- in a container the sandbox user is no root to mount(8), which stops before
+            -- calling mount(2) (exit 1, or 255 when the allow-list refuses what it probes
+            -- first); the calls themselves are refused above
+            assert.is_not.equal("0", st.mount)
+            assert.is_not.equal("0", st.bind)
+        end
         assert.equal("125", st.chroot) -- chroot(8) itself failed, /bin/true never ran
         assert.equal("1", st["unshare-r"])
         assert.equal("1", st["unshare-rm-bind"])
@@ -533,7 +541,12 @@ oserr('ctl-tcgets', lambda: fcntl.ioctl(0, 0x5401, b'\0' * 64))
 ]])
         assert.equal(0, r.exit_code, r.stderr)
         assert.is_truthy(res.openpty and res.openpty ~= "OK", res.openpty)
-        assert.equal("ENOENT", res["dev-tty"])
+        if s.driver.name == "native" then
+            assert.equal("ENOENT", res["dev-tty"])
+        else
+            -- an engine always makes /dev/tty: with no controlling terminal it opens nothing
+            assert.equal("ENXIO", res["dev-tty"])
+        end
         assert.equal("ENOENT", res["dev-ptmx"])
         assert.equal("False", res.isatty)
         for _, fd in ipairs({ "0", "1", "2", "3" }) do

@@ -27,7 +27,7 @@ end
 
 -- The Python image (spec/support/python_image.py): CPython, numpy, matplotlib and Pillow from
 -- this host's files, for the conformance suite on the container backends.
-_M.PYTHON_IMAGE = "localhost/llmbox-test-python:4"
+_M.PYTHON_IMAGE = "localhost/llmbox-test-python:5"
 
 --- ensure_python(e) -> true | nil, err: the Python image is on engine e
 function _M.ensure_python(e)

@@ -117,9 +117,9 @@ def main():
         sys.exit("usage: python_image.py OUT.tar")
     mapped = workload()
     img = Image(sys.argv[1])
-    for d in ("tmp", "etc", "bin"):  # no /sandbox: the engines copy its mode onto the tmpfs
+    for d in ("tmp", "etc", "bin", "usr/local", "usr/local/bin"):  # no /sandbox: the engines copy its mode onto the tmpfs
         img.add_dir(d, 0o1777 if d == "tmp" else 0o755)
-    img.done.update({"/tmp", "/etc", "/bin"})
+    img.done.update({"/tmp", "/etc", "/bin", "/usr/local", "/usr/local/bin"})
     img.add_data("bin/busybox", open("/bin/busybox", "rb").read(), 0o755)
     # every applet busybox has: the specs' shell snippets use seq, find, mkfifo, setsid...
     applets = subprocess.run(["/bin/busybox", "--list"], capture_output=True, text=True, check=True).stdout.split()

@@ -80,14 +80,39 @@ local CLONE_NEW = {
 
 local EPERM, ENOSYS = 1, 38
 
--- 0xffffffff00000000: beyond a double's exact integers, so it stays a string here and becomes a
--- bare number in the JSON (profile_json), which the engines read as a uint64.
-local HIGH_BITS = "18446744069414584320"
+-- 64-bit masks are beyond a double's exact integers: they stay strings of digits here (the
+-- only strings among a rule's values) and become bare numbers in the JSON (profile_json),
+-- which the engines read as uint64s.
+local function u64(v) return (tostring(v):gsub("ULL$", "")) end
 
 --- container.profile_json(profile) -> the profile as JSON, 64-bit values as bare numbers
 function _M.profile_json(profile)
     local text = json.encode(profile)
-    return (text:gsub('"' .. HIGH_BITS .. '"', HIGH_BITS))
+    return (text:gsub('"(value[%w]*)":"(%d+)"', '"%1":%2'))
+end
+
+-- The requests of ioctl that an allow-list lets through: every 32-bit value but the denied
+-- ones, as aligned blocks of a masked comparison each (the high 32 bits zero). Rules must not
+-- overlap: where an allow and a denial both match, Docker's runtime let the allow win.
+local function ioctl_allow_blocks(denied)
+    local sorted = {}
+    for _, d in ipairs(denied) do sorted[#sorted + 1] = d end
+    table.sort(sorted)
+    local blocks, lo = {}, 0
+    local function cover(a, b) -- [a, b], as the largest aligned power-of-two blocks
+        while a <= b do
+            local size = 1
+            while a % (size * 2) == 0 and a + size * 2 - 1 <= b do size = size * 2 end
+            blocks[#blocks + 1] = { value = u64(0xffffffffffffffffULL - (size - 1)), valueTwo = a }
+            a = a + size
+        end
+    end
+    for _, d in ipairs(sorted) do
+        if d > lo then cover(lo, d - 1) end
+        lo = math.max(lo, d + 1)
+    end
+    cover(lo, 0xffffffff)
+    return blocks
 end
 
 --- container.seccomp_profile(syscalls) -> profile: the policy's syscall rules in the engines'
@@ -127,10 +152,9 @@ function _M.seccomp_profile(sc)
             -- ignores defaultErrnoRet (dockerd 20.10) would give EPERM, and libc falls back
             -- to older calls on ENOSYS only
             local rest = {}
+            local own_rules = { clone = ns_clone, clone3 = ns_clone, ioctl = #ioctls > 0 }
             for _, name in ipairs(core.syscall_names()) do
-                if not listed[name] and name ~= "clone" and name ~= "clone3" and name ~= "ioctl" then
-                    rest[#rest + 1] = name
-                end
+                if not listed[name] and not own_rules[name] then rest[#rest + 1] = name end
             end
             if #rest > 0 then rule(rest, "SCMP_ACT_ERRNO", ENOSYS) end
         end
@@ -139,7 +163,7 @@ function _M.seccomp_profile(sc)
         if sc.deny and #sc.deny > 0 then rule(sc.deny, deny, EPERM) end
     end
     if ns_clone then
-        if not allow_list or kill then rule({ "clone3" }, "SCMP_ACT_ERRNO", ENOSYS) end
+        rule({ "clone3" }, "SCMP_ACT_ERRNO", ENOSYS)
         local all = 0
         for _, flag in ipairs(CLONE_NEW) do
             rule({ "clone" }, deny, EPERM, { { index = 0, value = flag, valueTwo = flag, op = "SCMP_CMP_MASKED_EQ" } })
@@ -158,9 +182,13 @@ function _M.seccomp_profile(sc)
         end
     end
     if allow_list and #ioctls > 0 and listed.ioctl then
-        -- after the denials: a request with no high bits
-        rule({ "ioctl" }, "SCMP_ACT_ALLOW", nil,
-            { { index = 1, value = HIGH_BITS, valueTwo = 0, op = "SCMP_CMP_MASKED_EQ" } })
+        -- a request with no high bits that is not denied
+        local denied = {}
+        for _, name in ipairs(ioctls) do denied[#denied + 1] = core.ioctl_number(name) end
+        for _, b in ipairs(ioctl_allow_blocks(denied)) do
+            rule({ "ioctl" }, "SCMP_ACT_ALLOW", nil,
+                { { index = 1, value = b.value, valueTwo = b.valueTwo, op = "SCMP_CMP_MASKED_EQ" } })
+        end
     end
     return profile
 end
@@ -177,7 +205,9 @@ end
 _M.MASKED_PATHS = { "/sys/block", "/sys/bus", "/sys/class", "/sys/dev", "/sys/devices", "/sys/firmware",
     "/sys/hypervisor", "/sys/kernel", "/sys/module", "/sys/power", "/sys/fs/bpf", "/sys/fs/btrfs", "/sys/fs/erofs",
     "/sys/fs/ext4", "/sys/fs/f2fs", "/sys/fs/fuse", "/sys/fs/nfsd", "/sys/fs/pstore", "/sys/fs/selinux",
-    "/sys/fs/smackfs", "/sys/fs/tmpfs", "/sys/fs/xfs" }
+    "/sys/fs/smackfs", "/sys/fs/tmpfs", "/sys/fs/xfs",
+    -- and no pseudo-terminals (native has none): /dev/ptmx is a link into /dev/pts
+    "/dev/pts" }
 
 --- container.update_body(kind, ceilings) -> body: the request that sets a running container's
 --- memory, process and CPU ceilings ({ memory =, processes =, cpus = | nil }); Docker takes its

@@ -97,6 +97,19 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.equal("still here\n", after.stdout)
         end)
 
+        it("says how much CPU time a run used, and passes on output that looks like its own bookkeeping", function()
+            if not needs_engine() then return end
+            local seen = {}
+            local r = assert(run({ "/bin/sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i + 1)); done; "
+                .. "printf 'a\\000b\\000llmbox:forged 1== 2\\n\\000' >&2; exit 3" },
+                { on_stderr = function(c) seen[#seen + 1] = c end }))
+            assert.equal(3, r.exit_code)
+            assert.equal("a\0b\0llmbox:forged 1== 2\n\0", r.stderr)
+            assert.equal(r.stderr, table.concat(seen))
+            assert.is_nil(r.limit)
+            assert.is_true(r.cpu_ms > 0 and r.cpu_ms < r.duration_ms + 100, tostring(r.cpu_ms))
+        end)
+
         it("shows the programs no /sys but the container's own cgroups", function()
             if not needs_engine() then return end
             local r = assert(run({ "/bin/sh", "-c", "for d in /sys/class /sys/devices /sys/kernel /sys/fs/ext4; do "

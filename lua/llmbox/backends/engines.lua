@@ -31,14 +31,73 @@ local _M = {}
 local INTERNAL_MS = 30000
 
 -- The kernel's counts in the container's cgroups: processes the memory ceiling killed (cgroup
--- v1's memory.oom_control, v2's memory.events) and forks the pids ceiling refused (pids.events).
+-- v1's memory.oom_control, v2's memory.events), forks the pids ceiling refused (pids.events)
+-- and the CPU time used (v1's cpuacct.usage in ns, v2's cpu.stat usage_usec), as "name value
+-- ..." in $out. Shell builtins only: no process to start, twice per run.
 local COUNTERS = [[
 counters() {
-  cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events \
-    /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events 2>/dev/null
-  return 0
+  out=
+  for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events \
+      /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events /sys/fs/cgroup/cpu.stat; do
+    [ -r "$f" ] || continue
+    while read -r k v; do out="$out$k $v "; done < "$f"
+  done
+  for f in /sys/fs/cgroup/cpuacct/cpuacct.usage /sys/fs/cgroup/cpu,cpuacct/cpuacct.usage; do
+    if [ -r "$f" ]; then read -r v < "$f"; out="${out}usage_ns $v "; break; fi
+  done
 }
 ]]
+
+-- The counts above, parsed: { ooms =, refused =, cpu_ns = } (nil where unknown).
+local function parse_counters(text)
+    text = text or ""
+    local ns = tonumber(text:match("usage_ns (%d+)"))
+    local usec = tonumber(text:match("usage_usec (%d+)"))
+    return { ooms = tonumber(text:match("oom_kill (%d+)")), refused = tonumber(text:match("max (%d+)")),
+        cpu_ns = ns or (usec and usec * 1000) }
+end
+
+-- What the wrapper writes on the exec's stderr once the program and everything it left are
+-- gone: a line that starts with a NUL, "llmbox:" and the run's nonce, then the counts before
+-- and after the program. The client takes it off the output (TrailerFilter); a program cannot
+-- forge one without the nonce, which it never sees.
+local TRAILER_PREFIX = "\0llmbox:"
+
+-- Holds back what might be the start of the trailer, so that it never reaches a callback:
+-- output flows through untouched up to a NUL byte, and from one only once the bytes after it
+-- cannot be the marker.
+local function trailer_filter(marker)
+    local held, trailer = "", nil
+    local f = {}
+    function f.feed(chunk)
+        if trailer then
+            trailer = trailer .. chunk
+            return ""
+        end
+        local data = held .. chunk
+        held = ""
+        local i = data:find("\0", 1, true)
+        while i do
+            local rest = data:sub(i, i + #marker - 1)
+            if rest == marker then
+                trailer = data:sub(i)
+                return data:sub(1, i - 1)
+            elseif #rest < #marker and marker:sub(1, #rest) == rest then
+                held = data:sub(i)
+                return data:sub(1, i - 1)
+            end
+            i = data:find("\0", i + 1, true)
+        end
+        return data
+    end
+    --- f.finish() -> what was held back and is output after all, the trailer's text (or nil)
+    function f.finish()
+        local rest = held
+        held = ""
+        return rest, trailer and trailer:sub(#marker + 1)
+    end
+    return f
+end
 
 -- The run's wrapper; its stdin is the archive of the run's files. $1: the stdin file ("" for
 -- none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
@@ -60,20 +119,28 @@ case $1 in /*)
     shift; set -- "$p" "$@"
   fi ;;
 esac
-mkdir -p /tmp/llmbox 2>/dev/null; counters > /tmp/llmbox/.before 2>/dev/null
+nonce=; read -r nonce < /tmp/llmbox/.nonce; rm -f /tmp/llmbox/.nonce
+counters; before=$out
+mkdir -p /tmp/llmbox 2>/dev/null; printf '%s\n' "$before" > /tmp/llmbox/.before 2>/dev/null
 # the program gets the exec's stderr; the wrapper's own goes nowhere (sh reports a job killed by
 # a signal, "Killed", which is not the program's output)
 exec 3>&2
 "$@" < "${in:-/dev/null}" 2>&3 3>&- &
 pid=$!
-exec 2>/dev/null 3>&-
+exec 2>/dev/null
 wait $pid
 rc=$?
 i=0
 while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done
 # SysV IPC outlives processes: what the run made goes with it (util-linux's ipcrm, where the
 # image has it; native gives each run an IPC namespace of its own)
-ipcrm -a 2>/dev/null
+ipc=
+for f in /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; do
+  { read -r _ && read -r _ && ipc=1; } < "$f" 2>/dev/null
+done
+[ -z "$ipc" ] || ipcrm -a 2>/dev/null
+counters
+printf '\000llmbox:%s %s== %s\n' "$nonce" "$before" "$out" >&3
 exit $rc
 ]]
 
@@ -85,6 +152,14 @@ i=0
 while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done
 exit 0
 ]]
+-- n random bytes as hex, from the kernel.
+local function random_hex(n)
+    local f = assert(io.open("/dev/urandom", "rb"))
+    local bytes = f:read(n)
+    f:close()
+    return (bytes:gsub(".", function(c) return format("%02x", c:byte()) end))
+end
+
 local function refuse(kind, what)
     return nil, format("the %s backend cannot %s yet (this first cut of the container backends)", kind, what),
         "EOPNOTSUPP"
@@ -167,6 +242,9 @@ function Handle:run(spec)
     -- the run's files, and its stdin as one more, in one archive the wrapper unpacks
     local files = {}
     for i, f in ipairs(spec.files or {}) do files[i] = f end
+    -- the trailer's nonce, in a file the wrapper reads and removes before the program starts
+    local nonce = random_hex(16)
+    files[#files + 1] = { path = "/tmp/llmbox/.nonce", data = nonce .. "\n", mode = 384 }
     local stdin_file = ""
     if spec.stdin and #spec.stdin > 0 then
         stdin_file = "/tmp/llmbox/.stdin"
@@ -186,6 +264,7 @@ function Handle:run(spec)
     local started = util.now_ms()
     local output_cap = lim.output
     local seen, truncated, limit = 0, false, nil
+    local trailer = trailer_filter(TRAILER_PREFIX .. nonce .. " ")
     local res
     res, err, code = self.engine:exec(self.id, {
         argv = argv, env = spec.env, cwd = spec.cwd, user = container.USER, stdin = archive,
@@ -196,6 +275,7 @@ function Handle:run(spec)
             self:sweep()
         end,
     }, function(stream, chunk)
+        if stream == "stderr" then chunk = trailer.feed(chunk) end
         if truncated then return engine.STOP end -- past the cap: kept nowhere
         if output_cap and seen + #chunk > output_cap then
             chunk = chunk:sub(1, output_cap - seen)
@@ -208,25 +288,39 @@ function Handle:run(spec)
         return chunk
     end)
     if not res then return nil, err, code end
+    local stderr = res.stderr
+    local held, text = trailer.finish()
+    if #held > 0 and not truncated then
+        -- a NUL and what followed it that looked like the trailer's start, and was not
+        stderr = stderr .. held
+        if spec.on_stderr then spec.on_stderr(held) end
+    end
     local exit_code = res.exit_code
     -- stopped by us: SIGKILL, as native says (Docker may report the exec whose output it could
     -- no longer deliver as 126)
     if limit == "timeout" or limit == "output" then exit_code = 137 end
+    -- the counts before and after the program: from the trailer; from an exec when there is
+    -- none (a stopped run's wrapper was killed), which reads what the wrapper left
+    local before, now
+    if text then
+        local b, a = text:match("^(.-)== (.*)$")
+        before, now = parse_counters(b), parse_counters(a)
+    else
+        now, before = self:counters()
+    end
     -- the kernel's verdicts, as native reads them (runtime/verdict.c): a fork the pids ceiling
     -- refused, a process the memory ceiling killed, SIGXCPU, SIGXFSZ (as a shell reports them)
-    -- (the counts cost an exec: read when the run failed, or asked for fewer processes than
-    -- its container's, where a refused fork is the verdict even if the program went on)
-    if not limit and (exit_code ~= 0 or self.ceilings.processes < self.spec.limits.processes) then
-        local now, before = self:counters()
-        local function grew(k) return now[k] and before[k] and now[k] > before[k] end
-        if grew("refused") then
-            limit = "processes"
-            -- the keeper may not have seen it yet: it sweeps now, while nothing else runs,
-            -- not in the middle of the next run
-            self:sweep()
-        elseif grew("ooms") then
-            limit = "memory"
-        end
+    local function grew(k) return now[k] and before[k] and now[k] > before[k] end
+    local cpu_ms = now.cpu_ns and before.cpu_ns and (now.cpu_ns - before.cpu_ns) / 1e6 or nil
+    if not limit and grew("refused") then
+        limit = "processes"
+        -- the keeper may not have seen it yet: it sweeps now, while nothing else runs, not in
+        -- the middle of the next run
+        self:sweep()
+    elseif not limit and grew("ooms") then
+        limit = "memory"
+    elseif not limit and exit_code == 137 and lim.cpu and cpu_ms and cpu_ms >= lim.cpu * 1000 - 50 then
+        limit = "cpu" -- RLIMIT_CPU's hard limit: SIGKILL a second after SIGXCPU
     end
     if not limit and exit_code == 128 + 24 and lim.cpu then
         limit = "cpu"
@@ -237,11 +331,13 @@ function Handle:run(spec)
         exit_code = exit_code,
         signal = (exit_code and exit_code > 128 and exit_code < 160) and exit_code - 128 or nil,
         stdout = res.stdout,
-        stderr = res.stderr,
+        stderr = stderr,
         timed_out = limit == "timeout",
         limit = limit,
         truncated = truncated,
         duration_ms = util.now_ms() - started,
+        -- the container's CPU time over the run (its keeper's few polls included)
+        cpu_ms = cpu_ms,
     }
 end
 
@@ -250,14 +346,10 @@ end
 -- (pids.events); nil where unknown.
 function Handle:counters()
     local res = self.engine:exec(self.id, { argv = { "/bin/sh", "-c",
-        COUNTERS .. "counters; echo ==; cat /tmp/llmbox/.before 2>/dev/null; exit 0" },
+        COUNTERS .. "counters; printf '%s\\n==\\n' \"$out\"; cat /tmp/llmbox/.before 2>/dev/null; exit 0" },
         user = container.USER, timeout_ms = INTERNAL_MS })
     local now, before = (res and res.stdout or ""):match("^(.*)==\n(.*)$")
-    local function parse(text)
-        text = text or ""
-        return { ooms = tonumber(text:match("oom_kill (%d+)")), refused = tonumber(text:match("max (%d+)")) }
-    end
-    return parse(now), parse(before)
+    return parse_counters(now), parse_counters(before)
 end
 
 --- handle:fit(limits) -> true | nil, err: the container's memory, process and CPU ceilings

@@ -300,17 +300,24 @@ print('sysfs-mounted', ' - sysfs ' in mounts or ' - cgroup' in mounts)
 print('ctl-proc-mounted', ' - proc ' in mounts)
 ]])
         assert.equal(0, r.exit_code, r.stderr)
-        assert.equal("False", res["sys-exists"])
+        -- a container always has the engine's read-only /sys: llmbox hides all of it but the
+        -- container's own cgroups (which its keeper reads), and nothing there can be written
+        local container = s.driver.name ~= "native"
+        assert.equal(container and "True" or "False", res["sys-exists"])
         local n = 0
         for k, v in pairs(res) do
             if k:match("^write%-") then
                 n = n + 1
-                assert.equal("ENOENT", v, k)
+                if container then
+                    assert.is_truthy(v == "ENOENT" or v == "EROFS" or v == "EACCES", k .. ": " .. v)
+                else
+                    assert.equal("ENOENT", v, k)
+                end
             end
         end
         assert.equal(5, n)
-        assert.equal("EROFS", res["mkdir-sys"])
-        assert.equal("False", res["sysfs-mounted"])
+        assert.equal(container and "EEXIST" or "EROFS", res["mkdir-sys"])
+        assert.equal(container and "True" or "False", res["sysfs-mounted"])
         assert.equal("True", res["ctl-proc-mounted"])
         A.fresh_ok(pol.path)
     end)

@@ -27,6 +27,9 @@ local setmetatable, tostring, format, floor, min = setmetatable, tostring, strin
 
 local _M = {}
 
+-- How long a run that a refused fork ended gives the keeper (container.KEEPER) to be done.
+local KEEPER_SETTLE_MS = 300
+
 -- How long llmbox's own execs (sweeps, collects, resets) may take before they count as failed.
 local INTERNAL_MS = 30000
 
@@ -99,13 +102,14 @@ local function trailer_filter(marker)
     return f
 end
 
--- The run's wrapper; its stdin is the archive of the run's files. $1: the stdin file ("" for
--- none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
+-- The run's wrapper; its stdin is the run's nonce (a line), then the archive of its files.
+-- $1: the stdin file ("" for none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
 -- 512-byte blocks, data KiB; "-" for none) and the program's argv (an absolute argv[0] the
 -- image lacks is looked up on its PATH: the recipes name the host's paths, official images
 -- keep some toolchains in /usr/local/bin).
 local WRAPPER = COUNTERS .. [[
 in=$1; shift
+nonce=; read -r nonce
 tar -x -C / -f - >/dev/null ||
   { echo "llmbox: placing the run's files failed" >&2; exit 125; }
 while [ "$1" != -- ]; do rm -rf -- "$1"; shift; done; shift
@@ -119,7 +123,6 @@ case $1 in /*)
     shift; set -- "$p" "$@"
   fi ;;
 esac
-nonce=; read -r nonce < /tmp/llmbox/.nonce; rm -f /tmp/llmbox/.nonce
 counters; before=$out
 mkdir -p /tmp/llmbox 2>/dev/null; printf '%s\n' "$before" > /tmp/llmbox/.before 2>/dev/null
 # the program gets the exec's stderr; the wrapper's own goes nowhere (sh reports a job killed by
@@ -242,9 +245,9 @@ function Handle:run(spec)
     -- the run's files, and its stdin as one more, in one archive the wrapper unpacks
     local files = {}
     for i, f in ipairs(spec.files or {}) do files[i] = f end
-    -- the trailer's nonce, in a file the wrapper reads and removes before the program starts
+    -- the trailer's nonce: the first line on the exec's stdin, before the archive (a file
+    -- could not be written to a full /tmp, an argument or variable the program could read)
     local nonce = random_hex(16)
-    files[#files + 1] = { path = "/tmp/llmbox/.nonce", data = nonce .. "\n", mode = 384 }
     local stdin_file = ""
     if spec.stdin and #spec.stdin > 0 then
         stdin_file = "/tmp/llmbox/.stdin"
@@ -267,7 +270,7 @@ function Handle:run(spec)
     local trailer = trailer_filter(TRAILER_PREFIX .. nonce .. " ")
     local res
     res, err, code = self.engine:exec(self.id, {
-        argv = argv, env = spec.env, cwd = spec.cwd, user = container.USER, stdin = archive,
+        argv = argv, env = spec.env, cwd = spec.cwd, user = container.USER, stdin = nonce .. "\n" .. archive,
         timeout_ms = lim.timeout and lim.timeout * 1000 or nil,
         -- the wall clock or the output cap: every process of the run is killed
         on_stop = function(why)
@@ -315,8 +318,10 @@ function Handle:run(spec)
     if not limit and grew("refused") then
         limit = "processes"
         -- the keeper may not have seen it yet: it sweeps now, while nothing else runs, not in
-        -- the middle of the next run
+        -- the middle of the next run (it looks five times a second, and is told by a signal
+        -- that the engine passes on: the next run waits for both)
         self:sweep()
+        util.sleep_ms(KEEPER_SETTLE_MS)
     elseif not limit and grew("ooms") then
         limit = "memory"
     elseif not limit and exit_code == 137 and lim.cpu and cpu_ms and cpu_ms >= lim.cpu * 1000 - 50 then
@@ -357,6 +362,10 @@ end
 --- native has, is not something an engine offers; runs of a session do not overlap)
 function Handle:fit(lim)
     local ceil = self.spec.limits
+    if lim.cpus and lim.cpus < 0.01 then
+        -- as native says (runtime/cgroup.c): the CFS quota of a 100 ms period is 1 ms at least
+        return nil, format("cpus = %g is below the smallest CPU quota the kernel enforces (0.01)", lim.cpus), "EINVAL"
+    end
     local want = {
         memory = lim.memory and min(lim.memory, ceil.memory) or ceil.memory,
         processes = lim.processes and min(lim.processes, ceil.processes) or ceil.processes,

@@ -250,9 +250,10 @@ function _M.create_body(spec, opts)
     local host = {
         NetworkMode = "none",
         CapDrop = { "ALL" },
-        -- for the keeper alone (root's): the programs run as USER with no new privileges, and
-        -- kill(2) reaches no further than the container's own pid namespace
-        CapAdd = { "KILL" },
+        -- for the keeper and the runs' wrappers alone (root's): the programs run as USER with
+        -- no capability and no new privileges; kill(2) reaches no further than the container's
+        -- own pid namespace, and the ids a wrapper can take are the sandbox user's
+        CapAdd = { "KILL", "SETUID", "SETGID" },
         -- Docker takes the profile itself; Podman's API reads it from a file of the engine's host
         SecurityOpt = { "no-new-privileges:true",
             "seccomp=" .. (opts.seccomp_file or _M.profile_json(_M.seccomp_profile(spec.syscalls))) },

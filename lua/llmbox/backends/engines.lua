@@ -103,16 +103,24 @@ local function trailer_filter(marker)
 end
 
 -- The run's wrapper; its stdin is the run's nonce (a line), then the archive of its files.
--- $1: the stdin file ("" for none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
+-- $1: "root" when it runs as root (the image has setpriv): then the program and everything
+-- that touches the sandbox's files run as the sandbox user, and the program cannot signal
+-- the wrapper (kill(-1) does not end its own run); "user" when it runs as the sandbox user.
+-- $2: the stdin file ("" for none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
 -- 512-byte blocks, data KiB; "-" for none) and the program's argv (an absolute argv[0] the
 -- image lacks is looked up on its PATH: the recipes name the host's paths, official images
 -- keep some toolchains in /usr/local/bin).
 local WRAPPER = COUNTERS .. [[
+drop=
+if [ "$1" = root ]; then
+  drop="setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all --"
+fi
+shift
 in=$1; shift
 nonce=; read -r nonce
-tar -x -C / -f - >/dev/null ||
+$drop tar -x -C / -f - >/dev/null ||
   { echo "llmbox: placing the run's files failed" >&2; exit 125; }
-while [ "$1" != -- ]; do rm -rf -- "$1"; shift; done; shift
+while [ "$1" != -- ]; do $drop rm -rf -- "$1"; shift; done; shift
 [ "$1" = - ] || { ulimit -t $(($1 + 1)) && ulimit -S -t "$1"; }; [ "$2" = - ] || ulimit -n "$2"
 [ "$3" = - ] || ulimit -f "$3"; [ "$4" = - ] || ulimit -d "$4"
 shift 4
@@ -124,17 +132,20 @@ case $1 in /*)
   fi ;;
 esac
 counters; before=$out
-mkdir -p /tmp/llmbox 2>/dev/null; printf '%s\n' "$before" > /tmp/llmbox/.before 2>/dev/null
+# where a stopped run's counts are read from: root's file in /dev/shm (sticky) when the
+# wrapper is root's, out of the program's reach
+b=/tmp/llmbox/.before; [ -z "$drop" ] || b=/dev/shm/.llmbox-before
+$drop mkdir -p /tmp/llmbox 2>/dev/null; printf '%s\n' "$before" > "$b" 2>/dev/null
 # the program gets the exec's stderr; the wrapper's own goes nowhere (sh reports a job killed by
 # a signal, "Killed", which is not the program's output)
 exec 3>&2
-"$@" < "${in:-/dev/null}" 2>&3 3>&- &
+$drop "$@" < "${in:-/dev/null}" 2>&3 3>&- &
 pid=$!
 exec 2>/dev/null
 wait $pid
 rc=$?
-i=0
-while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done
+sweep='i=0; while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done'
+if [ -n "$drop" ]; then $drop /bin/sh -c "$sweep"; else eval "$sweep"; fi
 # SysV IPC outlives processes: what the run made goes with it (util-linux's ipcrm, where the
 # image has it; native gives each run an IPC namespace of its own)
 ipc=
@@ -255,7 +266,7 @@ function Handle:run(spec)
     end
     local archive, err, code = core.tar_pack(files, 1000, 1000)
     if not archive then return nil, err, code end
-    local argv = { "/bin/sh", "-c", WRAPPER, "llmbox-run", stdin_file }
+    local argv = { "/bin/sh", "-c", WRAPPER, "llmbox-run", self.setpriv and "root" or "user", stdin_file }
     for _, c in ipairs(spec.clean or {}) do argv[#argv + 1] = c end
     argv[#argv + 1] = "--"
     argv[#argv + 1] = lim.cpu and tostring(math.ceil(lim.cpu)) or "-"
@@ -270,7 +281,8 @@ function Handle:run(spec)
     local trailer = trailer_filter(TRAILER_PREFIX .. nonce .. " ")
     local res
     res, err, code = self.engine:exec(self.id, {
-        argv = argv, env = spec.env, cwd = spec.cwd, user = container.USER, stdin = nonce .. "\n" .. archive,
+        argv = argv, env = spec.env, cwd = spec.cwd, user = self.setpriv and "0:0" or container.USER,
+        stdin = nonce .. "\n" .. archive,
         timeout_ms = lim.timeout and lim.timeout * 1000 or nil,
         -- the wall clock or the output cap: every process of the run is killed
         on_stop = function(why)
@@ -351,7 +363,8 @@ end
 -- (pids.events); nil where unknown.
 function Handle:counters()
     local res = self.engine:exec(self.id, { argv = { "/bin/sh", "-c",
-        COUNTERS .. "counters; printf '%s\\n==\\n' \"$out\"; cat /tmp/llmbox/.before 2>/dev/null; exit 0" },
+        COUNTERS .. "counters; printf '%s\\n==\\n' \"$out\"; cat " .. (self.setpriv and "/dev/shm/.llmbox-before"
+            or "/tmp/llmbox/.before") .. " 2>/dev/null; exit 0" },
         user = container.USER, timeout_ms = INTERNAL_MS })
     local now, before = (res and res.stdout or ""):match("^(.*)==\n(.*)$")
     return parse_counters(now), parse_counters(before)
@@ -630,10 +643,14 @@ function _M.driver(kind)
         local kids
         if ok then
             kids, err, code = e:exec(h.id, { argv = { "/bin/sh", "-c", format(
-                "chmod 1777 %s %s 2>/dev/null; exec cat /proc/1/task/1/children", container.layout.workspace,
+                "chmod 1777 %s %s 2>/dev/null; command -v setpriv >/dev/null && echo setpriv; "
+                    .. "exec cat /proc/1/task/1/children", container.layout.workspace,
                 container.layout.tmp) }, user = "0:0", timeout_ms = INTERNAL_MS })
         end
-        h.keeper = kids and tonumber(kids.stdout:match("^%s*(%d+)%s*$"))
+        h.keeper = kids and tonumber(kids.stdout:match("(%d+)%s*$"))
+        -- util-linux's setpriv (Debian's images have it): runs start as root and drop to the
+        -- sandbox user, out of the program's reach
+        h.setpriv = kids and kids.stdout:find("setpriv", 1, true) ~= nil
         h.ceilings = { memory = spec.limits.memory, processes = spec.limits.processes, cpus = spec.limits.cpus }
         if not h.keeper then
             h:close()

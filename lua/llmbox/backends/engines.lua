@@ -102,7 +102,7 @@ local function trailer_filter(marker)
     return f
 end
 
--- The run's wrapper; its stdin is the run's nonce (a line), then the archive of its files.
+-- The run's wrapper; its stdin is the run's nonce (32 bytes), then the archive of its files.
 -- $1: "root" when it runs as root (the image has setpriv): then the program and everything
 -- that touches the sandbox's files run as the sandbox user, and the program cannot signal
 -- the wrapper (kill(-1) does not end its own run); "user" when it runs as the sandbox user.
@@ -117,7 +117,9 @@ if [ "$1" = root ]; then
 fi
 shift
 in=$1; shift
-nonce=; read -r nonce
+# one byte at a time, so that nothing of the archive behind it is taken (busybox's read takes
+# a block from a pipe)
+nonce=$(dd bs=1 count=32 2>/dev/null)
 $drop tar -x -C / -f - >/dev/null ||
   { echo "llmbox: placing the run's files failed" >&2; exit 125; }
 while [ "$1" != -- ]; do $drop rm -rf -- "$1"; shift; done; shift
@@ -256,7 +258,7 @@ function Handle:run(spec)
     -- the run's files, and its stdin as one more, in one archive the wrapper unpacks
     local files = {}
     for i, f in ipairs(spec.files or {}) do files[i] = f end
-    -- the trailer's nonce: the first line on the exec's stdin, before the archive (a file
+    -- the trailer's nonce: the first 32 bytes on the exec's stdin, before the archive (a file
     -- could not be written to a full /tmp, an argument or variable the program could read)
     local nonce = random_hex(16)
     local stdin_file = ""
@@ -282,7 +284,7 @@ function Handle:run(spec)
     local res
     res, err, code = self.engine:exec(self.id, {
         argv = argv, env = spec.env, cwd = spec.cwd, user = self.setpriv and "0:0" or container.USER,
-        stdin = nonce .. "\n" .. archive,
+        stdin = nonce .. archive,
         timeout_ms = lim.timeout and lim.timeout * 1000 or nil,
         -- the wall clock or the output cap: every process of the run is killed
         on_stop = function(why)
@@ -643,13 +645,14 @@ function _M.driver(kind)
         local kids
         if ok then
             kids, err, code = e:exec(h.id, { argv = { "/bin/sh", "-c", format(
-                "chmod 1777 %s %s 2>/dev/null; command -v setpriv >/dev/null && echo setpriv; "
+                "chmod 1777 %s %s 2>/dev/null; "
+                    .. "setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all true 2>/dev/null && echo setpriv; "
                     .. "exec cat /proc/1/task/1/children", container.layout.workspace,
                 container.layout.tmp) }, user = "0:0", timeout_ms = INTERNAL_MS })
         end
         h.keeper = kids and tonumber(kids.stdout:match("(%d+)%s*$"))
-        -- util-linux's setpriv (Debian's images have it): runs start as root and drop to the
-        -- sandbox user, out of the program's reach
+        -- util-linux's setpriv (Debian's images have it; busybox's cannot change ids): runs
+        -- start as root and drop to the sandbox user, out of the program's reach
         h.setpriv = kids and kids.stdout:find("setpriv", 1, true) ~= nil
         h.ceilings = { memory = spec.limits.memory, processes = spec.limits.processes, cpus = spec.limits.cpus }
         if not h.keeper then

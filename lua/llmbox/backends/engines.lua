@@ -154,7 +154,7 @@ ipc=
 for f in /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; do
   { read -r _ && read -r _ && ipc=1; } < "$f" 2>/dev/null
 done
-[ -z "$ipc" ] || ipcrm -a 2>/dev/null
+[ -z "$ipc" ] || $drop ipcrm -a 2>/dev/null
 counters
 printf '\000llmbox:%s %s== %s\n' "$nonce" "$before" "$out" >&3
 exit $rc
@@ -481,7 +481,13 @@ function Handle:copy_out(path, host_path, max)
         return nil, format("%s is larger than the limit of %d bytes", path, max), "EFBIG"
     end
     if res.exit_code == 3 then return nil, path .. " does not exist", "ENOENT" end
-    if res.exit_code ~= 0 then return nil, format("copying %s out: %s", path, res.stderr), "EIO" end
+    -- tar's 1 for entries that changed or vanished while it read (the program is still
+    -- running): the archive holds what was there, as native's copy skips what went away
+    local vanished = res.exit_code == 1 and (res.stderr:find("changed as we read", 1, true)
+        or res.stderr:find("No such file", 1, true))
+    if res.exit_code ~= 0 and not vanished then
+        return nil, format("copying %s out: %s", path, res.stderr), "EIO"
+    end
     return core.tar_extract(res.stdout, host_path, max)
 end
 

@@ -117,6 +117,28 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.matches("^0\n/sys/fs/cgroup/pids", r.stdout)
         end)
 
+        it("keeps a run's wrapper out of its program's reach where the image has setpriv", function()
+            if not needs_engine() then return end
+            -- the Debian-like test image has util-linux's setpriv; busybox's cannot change ids
+            assert(busybox.ensure_python(e))
+            local s = plan.sandbox(assert(policy.load("default")), nil, { image = busybox.PYTHON_IMAGE })
+            local py = assert(driver.open(s))
+            finally(function() py:close() end)
+            assert.is_true(py.setpriv)
+            assert.is_falsy(h.setpriv)
+            local function prun(cmd)
+                return assert(py:run({ argv = { "/bin/sh", "-c", cmd }, env = { "PATH=/usr/bin:/bin" }, cwd = "/sandbox",
+                    limits = { timeout = 20, output = 65536 } }))
+            end
+            local r = prun("id -u; kill -9 -1; echo survived; grep -c Cap /proc/self/status >/dev/null; "
+                .. "grep CapEff /proc/self/status")
+            assert.equal(0, r.exit_code, r.stderr)
+            assert.equal("1000\nsurvived\nCapEff:\t0000000000000000\n", r.stdout)
+            -- its files are the sandbox user's, and the next run sees them
+            r = prun("echo x > f; stat -c '%u %a' f /tmp/llmbox")
+            assert.equal("1000 644\n1000 755\n", r.stdout)
+        end)
+
         it("caps the output, says so, and stops the program", function()
             if not needs_engine() then return end
             local r = assert(run({ "/bin/sh", "-c", "while :; do echo yyyyyyyyyyyyyyyyyyyy; done" },

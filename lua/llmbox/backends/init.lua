@@ -31,9 +31,9 @@ _M.CAPABILITIES = {
 _M.LAYOUT_KEYS = { "workspace", "code", "plots", "tmp" }
 
 -- Where a planned backend stands, when part of it exists.
-local ENGINE_PROGRESS = "not built yet in this version of llmbox: a first cut of its driver "
-    .. "(llmbox.backends.engines) runs commands in containers, but it cannot be selected until it "
-    .. "passes the conformance suite"
+local ENGINE_PROGRESS = "not built yet in this version of llmbox: its driver (llmbox.backends.engines) "
+    .. "runs code in containers, but it cannot be selected until it passes the conformance suite "
+    .. "(pools' warm start is missing)"
 
 -- For work on the unfinished drivers only (the conformance suite runs on them with
 -- LLMBOX_UNFINISHED_BACKENDS=1): they become selectable, although they do not pass it yet.

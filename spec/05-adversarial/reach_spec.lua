@@ -201,7 +201,12 @@ for name, p in [('var-run-docker', '/var/run/docker.sock'), ('run-docker', '/run
                 ('user-podman', '/run/user/1000/podman/podman.sock')]:
     c = socket.socket(socket.AF_UNIX)
     oserr(name, lambda: c.connect(p))
-print('dirs', [d for d in ('/run', '/var', '/var/run') if os.path.exists(d)])
+dirs = [d for d in ('/run', '/var', '/var/run') if os.path.exists(d)]
+print('dirs', dirs)
+import stat
+socks = [os.path.join(r, f) for d in dirs for r, _, fs in os.walk(d) for f in fs
+         if stat.S_ISSOCK(os.lstat(os.path.join(r, f)).st_mode)]
+print('socks', socks)
 # control: a socket file in the workspace is reachable the same way
 srv = socket.socket(socket.AF_UNIX); srv.bind('/sandbox/ctl.sock'); srv.listen(1)
 oserr('ctl-sock', lambda: socket.socket(socket.AF_UNIX).connect('/sandbox/ctl.sock'))
@@ -211,7 +216,10 @@ oserr('ctl-sock', lambda: socket.socket(socket.AF_UNIX).connect('/sandbox/ctl.so
         for _, k in ipairs({ "var-run-docker", "run-docker", "containerd", "podman", "user-podman" }) do
             assert.equal("ENOENT", res[k], k)
         end
-        assert.equal("[]", res.dirs)
+        -- native has none of these directories; an engine may make /run and /var (Podman
+        -- does, for its own files), never with a socket in them
+        if s.driver.name == "native" then assert.equal("[]", res.dirs) end
+        assert.equal("[]", res.socks)
         assert.equal("OK", res["ctl-sock"])
         A.fresh_ok()
     end)

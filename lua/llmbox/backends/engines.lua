@@ -646,8 +646,9 @@ function _M.driver(kind)
         local ok
         ok, err, code = e:json("POST", "/containers/" .. h.id .. "/start")
         -- the keeper is init's only child now: the container runs as it should.
-        -- As root (without capabilities): an image with its own /sandbox or /tmp gives the
-        -- tmpfs there that directory's mode, and the sandbox user must be able to write both.
+        -- As root (whose only capabilities are KILL, SETUID and SETGID): an image with its
+        -- own /sandbox or /tmp gives the tmpfs there that directory's mode, and the sandbox
+        -- user must be able to write both.
         local kids
         if ok then
             kids, err, code = e:exec(h.id, { argv = { "/bin/sh", "-c", format(

@@ -1,4 +1,4 @@
--- The docker and podman drivers (llmbox.backends.engines), first cut, on the real engines with a
+-- The docker and podman drivers (llmbox.backends.engines), not selectable yet, on the real engines with a
 -- busybox image (spec/support/busybox_image.lua): sessions are containers, runs are execs with
 -- files, stdin, environment, limits and a whole-container sweep; what they cannot do yet is
 -- refused with a message that says so.

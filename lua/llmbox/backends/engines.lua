@@ -3,16 +3,18 @@
 -- the archives are the C core's (runtime/http.c, transfer.c); this file says which calls to
 -- make, in which order.
 --
--- A run is one exec of a small shell wrapper, as the sandbox user: it unpacks the run's files
--- (an archive core.tar_pack made, sent on stdin) and the program's stdin as a file, removes
--- what the run cleans, sets the rlimits (cpu, open files, file size), runs the program and,
--- once it has ended, kills whatever it left behind. Memory, processes and CPU share are the
--- container's cgroup's, set for each run (Handle:fit). The client holds the wall clock and the
--- output cap; when either fires, a second exec kills every process of the sandbox user — the
--- Docker API cannot kill an exec; init and the keeper are root's.
+-- A run is one exec of a small shell wrapper (root's where the image has util-linux's setpriv,
+-- dropping to the sandbox user for the program; else the sandbox user's): it unpacks the run's
+-- files (an archive core.tar_pack made, sent on stdin after the run's nonce) and the program's
+-- stdin as a file, removes what the run cleans, sets the rlimits (cpu, open files, file size),
+-- runs the program and, once it has ended, kills whatever it left behind and writes the run's
+-- report line (TRAILER_PREFIX). Memory, processes and CPU share are the container's cgroup's,
+-- set for each run (Handle:fit). The client holds the wall clock and the output cap; when
+-- either fires, the container's keeper kills every process but init and itself (Handle:sweep):
+-- the Docker API cannot kill an exec.
 --
--- Not built yet (the docker/podman issue says what is missing): pools' warm start, the CPU
--- time a run used (cpu_ms), installs (which need a network) and image pulls/builds; what is
+-- Not built yet (the docker/podman issue says what is missing): pools' warm start, a run's
+-- peak memory (max_rss), installs (which need a network) and image pulls/builds; what is
 -- refused says so.
 local container = require "llmbox.backends.container"
 local engine = require "llmbox.engine"
@@ -177,7 +179,7 @@ local function random_hex(n)
 end
 
 local function refuse(kind, what)
-    return nil, format("the %s backend cannot %s yet (this first cut of the container backends)", kind, what),
+    return nil, format("the %s backend cannot %s yet (the container backends are not finished)", kind, what),
         "EOPNOTSUPP"
 end
 

@@ -245,40 +245,47 @@ _M.STOP = setmetatable({}, { __tostring = function() return "engine.STOP" end })
 -- How long a stopped exec may take to end before the call fails.
 local STOPPED_WAIT_MS = 10000
 
---- e:exec(container, { argv, env, cwd, user, stdin, timeout_ms, on_stop }, on_output) ->
---- { exit_code, stdout, stderr, stopped } | nil, err: runs argv in a running container to its
---- end (Docker's exec API: stdin over the upgraded connection), the output demultiplexed as it
---- arrives and handed to on_output("stdout" | "stderr", chunk), whose return value (a string)
---- is what the result keeps of the chunk. The exec is stopped after timeout_ms, or when
---- on_output returns engine.STOP (instead of the chunk, or after it as a second value): the
---- output is read no further (a flood cannot hold the engine, or the caller, while it is
---- stopped), on_stop("timeout" | "output") kills its processes (the API cannot stop an
---- exec), and the exit code is read once it has ended.
-function Engine:exec(id, cmd, on_output)
-    local made, err, code = self:json("POST", "/containers/" .. id .. "/exec", {
-        Cmd = cmd.argv,
-        Env = json.array(cmd.env or {}),
-        WorkingDir = cmd.cwd,
-        User = cmd.user,
-        AttachStdin = cmd.stdin ~= nil,
-        AttachStdout = true,
-        AttachStderr = true,
-        Tty = false,
-    })
-    if not made then return nil, err, code end
-    local stream
-    stream, err, code = self:upgrade("POST", "/exec/" .. made.Id .. "/start", { Detach = false, Tty = false })
-    if not stream then return nil, err, code end
-    if cmd.stdin ~= nil then
-        local ok
-        ok, err, code = stream:send(cmd.stdin)
-        if ok then ok, err, code = stream:shutdown_write() end
-        if not ok then
-            stream:close()
-            return nil, "sending the exec's stdin: " .. tostring(err), code
-        end
+-- An exec that has started: its stream is open, stdin may still be written (see e:exec_start).
+local Exec = {}
+Exec.__index = Exec
+
+--- x:send(data) -> true | nil, err: more of the exec's stdin
+function Exec:send(data)
+    local ok, err, code = self.stream:send(data)
+    if not ok then return nil, "sending the exec's stdin: " .. tostring(err), code end
+    return true
+end
+
+--- x:close_stdin() -> true | nil, err: the exec's stdin ends (the stream stays open to read)
+function Exec:close_stdin()
+    local ok, err, code = self.stream:shutdown_write()
+    if not ok then return nil, "closing the exec's stdin: " .. tostring(err), code end
+    return true
+end
+
+--- x:peek(ms) -> stdout, stderr | nil, "eof" | nil, err: output that has arrived within ms,
+--- demultiplexed but not handed to anyone: the caller keeps it (for x:finish's `pending`)
+function Exec:peek(ms)
+    local data, why, code = self.stream:recv(ms)
+    if not data then return nil, why, code end
+    local o, e
+    o, e, self.rest = _M.demux(self.rest .. data)
+    return o, e
+end
+
+--- x:abandon(): closes the stream; the exec's processes are the caller's to stop
+function Exec:abandon()
+    if self.stream then
+        self.stream:close()
+        self.stream = nil
     end
-    local out, errs, rest = {}, {}, ""
+end
+
+--- x:finish({ timeout_ms, on_stop }, on_output) -> as e:exec: reads the output to its end
+function Exec:finish(cmd, on_output)
+    local engine, stream = self.engine, self.stream
+    if not stream then return nil, "the exec was abandoned" end
+    local out, errs, rest = {}, {}, self.rest
     local deadline = cmd.timeout_ms and util.now_ms() + cmd.timeout_ms
     local stopped
     local function keep(list, name, chunk)
@@ -294,13 +301,17 @@ function Engine:exec(id, cmd, on_output)
         end
         list[#list + 1] = chunk
     end
+    local o, e
+    o, e, rest = _M.demux(rest)
+    keep(out, "stdout", o)
+    keep(errs, "stderr", e)
     while not stopped do
         local wait = -1
         if deadline then wait = math.max(0, math.floor(deadline - util.now_ms())) end
         local data, why, rcode = stream:recv(wait)
         if not data then
             if why ~= "eof" then
-                stream:close()
+                self:abandon()
                 return nil, "reading the exec's output: " .. tostring(why), rcode
             end
             break
@@ -309,19 +320,18 @@ function Engine:exec(id, cmd, on_output)
             stopped = "timeout"
             break
         end
-        local o, e
         o, e, rest = _M.demux(rest .. data)
         keep(out, "stdout", o)
         keep(errs, "stderr", e)
     end
-    stream:close()
+    self:abandon()
     if stopped and cmd.on_stop then cmd.on_stop(stopped) end
     -- the engine may not have recorded the exit code yet when the stream ends; a stopped exec
     -- ends once its processes are killed
-    local info
+    local info, err, code
     local give_up = util.now_ms() + (stopped and STOPPED_WAIT_MS or 1000)
     repeat
-        info, err, code = self:json("GET", "/exec/" .. made.Id .. "/json")
+        info, err, code = engine:json("GET", "/exec/" .. self.id .. "/json")
         if not info then return nil, err, code end
         if not info.Running then break end
         if util.now_ms() > give_up then
@@ -331,6 +341,60 @@ function Engine:exec(id, cmd, on_output)
         util.sleep_ms(5)
     until false
     return { exit_code = info.ExitCode, stdout = concat(out), stderr = concat(errs), stopped = stopped }
+end
+
+--- e:exec_start(container, { argv, env, cwd, user, stdin }) -> exec | nil, err: starts argv in a
+--- running container with its stdin open (when cmd.stdin is not nil, which is sent first) and
+--- returns at once; x:send, x:close_stdin, x:peek and x:finish drive it from there. Pools' warm
+--- starts keep an exec open this way until a lease's first run.
+function Engine:exec_start(id, cmd)
+    local made, err, code = self:json("POST", "/containers/" .. id .. "/exec", {
+        Cmd = cmd.argv,
+        Env = json.array(cmd.env or {}),
+        WorkingDir = cmd.cwd,
+        User = cmd.user,
+        AttachStdin = cmd.stdin ~= nil,
+        AttachStdout = true,
+        AttachStderr = true,
+        Tty = false,
+    })
+    if not made then return nil, err, code end
+    local stream
+    stream, err, code = self:upgrade("POST", "/exec/" .. made.Id .. "/start", { Detach = false, Tty = false })
+    if not stream then return nil, err, code end
+    local x = setmetatable({ engine = self, id = made.Id, stream = stream, rest = "" }, Exec)
+    if cmd.stdin ~= nil and #cmd.stdin > 0 then
+        local ok
+        ok, err, code = x:send(cmd.stdin)
+        if not ok then
+            x:abandon()
+            return nil, err, code
+        end
+    end
+    return x
+end
+
+--- e:exec(container, { argv, env, cwd, user, stdin, timeout_ms, on_stop }, on_output) ->
+--- { exit_code, stdout, stderr, stopped } | nil, err: runs argv in a running container to its
+--- end (Docker's exec API: stdin over the upgraded connection), the output demultiplexed as it
+--- arrives and handed to on_output("stdout" | "stderr", chunk), whose return value (a string)
+--- is what the result keeps of the chunk. The exec is stopped after timeout_ms, or when
+--- on_output returns engine.STOP (instead of the chunk, or after it as a second value): the
+--- output is read no further (a flood cannot hold the engine, or the caller, while it is
+--- stopped), on_stop("timeout" | "output") kills its processes (the API cannot stop an
+--- exec), and the exit code is read once it has ended.
+function Engine:exec(id, cmd, on_output)
+    local x, err, code = self:exec_start(id, cmd)
+    if not x then return nil, err, code end
+    if cmd.stdin ~= nil then
+        local ok
+        ok, err, code = x:close_stdin()
+        if not ok then
+            x:abandon()
+            return nil, err, code
+        end
+    end
+    return x:finish(cmd, on_output)
 end
 
 --- engine.connect(kind | endpoint) -> engine | nil, err: reaches the engine, checks that it
@@ -343,15 +407,20 @@ function _M.connect(what)
         if not ep then return nil, err end
     end
     local e = setmetatable({ endpoint = ep }, Engine)
-    local v, err = e:json("GET", "/version", nil, { timeout_ms = 10000 })
-    if not v then return nil, err end
-    if type(v) ~= "table" or type(v.ApiVersion) ~= "string" then
-        return nil, format("%s does not answer like a %s engine (no ApiVersion in /version)", ep.name,
-            _M.KINDS[ep.kind])
+    -- /_ping's headers name the API version and the server: Podman's /version gathers host
+    -- facts and takes over a second, on every connection
+    local res, err = e:request("GET", "/_ping", nil, { timeout_ms = 10000 })
+    if not res then return nil, err end
+    local h = res.headers or {}
+    local api = h["api-version"]
+    if res.status ~= 200 or type(api) ~= "string" or not api:match("^1%.%d+$") then
+        return nil, format("%s does not answer like a %s engine (/_ping: HTTP %s, no Api-Version header)", ep.name,
+            _M.KINDS[ep.kind], tostring(res.status))
     end
-    e.version, e.api_version = tostring(v.Version), v.ApiVersion
+    local server = h["libpod-api-version"] or (h.server or ""):match("^%a+/([^%s]+)") or "unknown"
+    e.version, e.api_version = server, api
     -- every later call names the version it was written for, as the engines' own clients do
-    e.prefix = "/v" .. v.ApiVersion
+    e.prefix = "/v" .. api
     return e
 end
 

@@ -150,6 +150,7 @@ function Session:_take_warm(recipe, run, opts)
     if not w then return nil end
     self._warm = nil
     if warm.serves(w, recipe, run.env, opts.cwd, self.layout.workspace, opts)
+        and (not w.pending.serves or w.pending:serves(opts))
         and w.pending:wait(w.wait_ms) == "ready" then
         return w
     end

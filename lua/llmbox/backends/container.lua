@@ -21,12 +21,15 @@ _M.layout = { workspace = "/sandbox", code = "/tmp/llmbox", plots = "/tmp/llmbox
 
 -- The user programs run as (native's sandbox user has the same ids).
 _M.USER = "1000:1000"
+-- Root's own small tmpfs (mode 0700): the keeper's FIFO, a run's counts, a warm program's
+-- channel; out of the programs' sight, unlike /dev/shm or /tmp.
+_M.PRIVATE = "/.llmbox"
 -- The keeper's script (see create_body), root's. SIGUSR1 (a kill request, passed on by the
 -- engine's init) stops the run: kill(-1) until nothing is left but init and itself. It also
 -- watches the pids cgroup's count of refused forks, five times a second, and stops the run at
 -- a new one, as native's supervisor does (a fork bomb ends at once, reported as the processes
 -- limit). Waiting costs it no process where the shell has `read -t` (a FIFO of its own in
--- /dev/shm), else a sleep in a process slot kept for it.
+-- PRIVATE), else a sleep in a process slot kept for it.
 _M.KEEPER = [[
 ev=/sys/fs/cgroup/pids/pids.events; [ -r "$ev" ] || ev=/sys/fs/cgroup/pids.events
 count() { n=0; while read -r k v; do [ "$k" = max ] && n=$v; done < "$ev"; } 2>/dev/null
@@ -37,7 +40,7 @@ sweep() {
 }
 trap sweep USR1
 count; seen=$n
-d=/dev/shm/.llmbox-keeper
+d=/.llmbox/keeper
 if mkdir -m 700 "$d" 2>/dev/null && mkfifo -m 600 "$d/wake" && exec 3<>"$d/wake"; then
   read -r -t 0.01 _ <&3 2>/dev/null
   if [ $? -ne 2 ]; then
@@ -262,6 +265,7 @@ function _M.create_body(spec, opts)
         Tmpfs = {
             [_M.layout.workspace] = tmpfs(lim.workspace, "1777"),
             [_M.layout.tmp] = tmpfs(lim.tmp, "1777"),
+            [_M.PRIVATE] = "rw,noexec,nosuid,nodev,size=1048576,mode=0700",
         },
         ShmSize = lim.tmp,
         -- the policy's memory ceiling for the whole container, swap included (no swap)

@@ -108,22 +108,36 @@ end
 -- $1: "root" when it runs as root (the image has setpriv): then the program and everything
 -- that touches the sandbox's files run as the sandbox user, and the program cannot signal
 -- the wrapper (kill(-1) does not end its own run); "user" when it runs as the sandbox user.
--- $2: the stdin file ("" for none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
+-- $2: "cold", or "warm" for a pool's prestarted program (below).
+-- $3: the stdin file ("" for none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
 -- 512-byte blocks, data KiB; "-" for none) and the program's argv (an absolute argv[0] the
 -- image lacks is looked up on its PATH: the recipes name the host's paths, official images
 -- keep some toolchains in /usr/local/bin).
+--
+-- Warm: the archive's length comes first (12 decimal digits), so that stdin stays open after
+-- it. The program starts at once with its fd 3 (the request) and stdin on FIFOs only this
+-- root wrapper can open, in a directory mktemp made; the wrapper says "ready" on stdout
+-- (WARM_READY and the nonce) and waits. A lease's first run sends the request's length (12
+-- digits), the request (see llmbox.warm), then the program's stdin up to EOF. Nothing on stdin
+-- (the pool dropped the program) ends it.
 local WRAPPER = COUNTERS .. [[
 drop=
 if [ "$1" = root ]; then
   drop="setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all --"
 fi
-shift
-in=$1; shift
+mode=$2; in=$3; shift 3
+fail() { echo "llmbox: $1" >&2; exit 125; }
 # one byte at a time, so that nothing of the archive behind it is taken (busybox's read takes
 # a block from a pipe)
 nonce=$(dd bs=1 count=32 2>/dev/null)
-$drop tar -x -C / -f - >/dev/null ||
-  { echo "llmbox: placing the run's files failed" >&2; exit 125; }
+if [ "$mode" = warm ]; then
+  n=$(dd bs=1 count=12 2>/dev/null)
+  # head -c takes exactly n bytes; what tar leaves of them is drained, not left for the request
+  head -c "$n" | { $drop tar -x -C / -f - >/dev/null; r=$?; cat >/dev/null; exit $r; } ||
+    fail "placing the run's files failed"
+else
+  $drop tar -x -C / -f - >/dev/null || fail "placing the run's files failed"
+fi
 while [ "$1" != -- ]; do $drop rm -rf -- "$1"; shift; done; shift
 [ "$1" = - ] || { ulimit -t $(($1 + 1)) && ulimit -S -t "$1"; }; [ "$2" = - ] || ulimit -n "$2"
 [ "$3" = - ] || ulimit -f "$3"; [ "$4" = - ] || ulimit -d "$4"
@@ -135,17 +149,40 @@ case $1 in /*)
     shift; set -- "$p" "$@"
   fi ;;
 esac
-counters; before=$out
-# where a stopped run's counts are read from: root's file in /dev/shm (sticky) when the
-# wrapper is root's, out of the program's reach
-b=/tmp/llmbox/.before; [ -z "$drop" ] || b=/dev/shm/.llmbox-before
-$drop mkdir -p /tmp/llmbox 2>/dev/null; printf '%s\n' "$before" > "$b" 2>/dev/null
-# the program gets the exec's stderr; the wrapper's own goes nowhere (sh reports a job killed by
-# a signal, "Killed", which is not the program's output)
-exec 3>&2
-$drop "$@" < "${in:-/dev/null}" 2>&3 3>&- &
-pid=$!
-exec 2>/dev/null
+# where a stopped run's counts are read from, and a warm program's channel is made: root's
+# private tmpfs (container.PRIVATE) when the wrapper is root's, out of the program's sight
+b=/tmp/llmbox/.before w=/tmp/llmbox; [ -z "$drop" ] || b=/.llmbox/before w=/.llmbox
+$drop mkdir -p /tmp/llmbox 2>/dev/null
+# the program gets the exec's stderr (fd 6 here); the wrapper's own goes nowhere (sh reports a
+# job killed by a signal, "Killed", which is not the program's output)
+exec 6>&2
+if [ "$mode" = warm ]; then
+  d=$(mktemp -d "$w/.warm.XXXXXX") && mkfifo -m 600 "$d/req" "$d/in" || fail "making the warm channel failed"
+  $drop "$@" 2>&6 3<"$d/req" <"$d/in" 6>&- &
+  pid=$!
+  exec 4>"$d/req" 5>"$d/in"
+  rm -rf "$d"
+  exec 2>/dev/null
+  printf '\000llmbox-ready:%s\n' "$nonce"
+  n=$(dd bs=1 count=12 2>/dev/null)
+  case $n in
+  [0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9])
+    counters; before=$out; printf '%s\n' "$before" > "$b"
+    head -c "$n" >&4; exec 4>&-
+    # (an asynchronous command's stdin would be /dev/null: the exec's is handed over as fd 7)
+    exec 7<&0
+    cat <&7 >&5 6>&- 7<&- &
+    exec 5>&- ;;
+  *) # dropped: the program (which has run no code, so has no children) goes alone; a
+     # sweep here would end the session's next run
+    kill -9 $pid; wait $pid; exit 0 ;;
+  esac
+else
+  counters; before=$out; printf '%s\n' "$before" > "$b" 2>/dev/null
+  $drop "$@" < "${in:-/dev/null}" 2>&6 6>&- &
+  pid=$!
+  exec 2>/dev/null
+fi
 wait $pid
 rc=$?
 sweep='i=0; while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done'
@@ -158,9 +195,16 @@ for f in /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; do
 done
 [ -z "$ipc" ] || $drop ipcrm -a 2>/dev/null
 counters
-printf '\000llmbox:%s %s== %s\n' "$nonce" "$before" "$out" >&3
+printf '\000llmbox:%s %s== %s\n' "$nonce" "$before" "$out" >&6
 exit $rc
 ]]
+
+-- What the warm wrapper writes on stdout once its program waits for the request, before the nonce.
+local WARM_READY = "\0llmbox-ready:"
+
+-- The largest stdin a warm run takes: it goes down the exec with the request before any output
+-- is read, so it must fit the pipes on the way (a larger one starts the run cold).
+local WARM_STDIN_MAX = 64 * 1024
 
 -- (reset's) Kills every process of the sandbox user but itself: kill(-1) reaches every process its user
 -- may signal, all at once, so a fork bomb cannot outrun it; init and the keeper are root's,
@@ -249,6 +293,20 @@ function Handle:update_path()
     return (self.kind == "podman" and "/libpod/containers/" or "/containers/") .. self.id .. "/update"
 end
 
+-- The wrapper's argv for a run spec (argv, clean, limits) in mode "cold" or "warm".
+function Handle:wrapper_argv(mode, spec, stdin_file)
+    local lim = spec.limits or {}
+    local argv = { "/bin/sh", "-c", WRAPPER, "llmbox-run", self.setpriv and "root" or "user", mode, stdin_file or "" }
+    for _, c in ipairs(spec.clean or {}) do argv[#argv + 1] = c end
+    argv[#argv + 1] = "--"
+    argv[#argv + 1] = lim.cpu and tostring(math.ceil(lim.cpu)) or "-"
+    argv[#argv + 1] = lim.open_files and tostring(floor(lim.open_files)) or "-"
+    argv[#argv + 1] = lim.file_size and tostring(floor(lim.file_size / 512)) or "-"
+    argv[#argv + 1] = "-" -- memory: the container's ceiling, fitted to the run above
+    for _, a in ipairs(spec.argv) do argv[#argv + 1] = a end
+    return argv
+end
+
 --- handle:run{ argv, env, cwd, stdin, files, clean, limits, on_stdout, on_stderr } -> result
 function Handle:run(spec)
     if not self.id then return nil, "session is closed" end
@@ -266,34 +324,34 @@ function Handle:run(spec)
     local stdin_file = ""
     if spec.stdin and #spec.stdin > 0 then
         stdin_file = "/tmp/llmbox/.stdin"
-        files[#files + 1] = { path = stdin_file, data = spec.stdin, mode = 384 }
+        -- readable by the root wrapper too, which opens it for the program (it has no
+        -- CAP_DAC_OVERRIDE); no other user exists in the container
+        files[#files + 1] = { path = stdin_file, data = spec.stdin, mode = 420 }
     end
     local archive, err, code = core.tar_pack(files, 1000, 1000)
     if not archive then return nil, err, code end
-    local argv = { "/bin/sh", "-c", WRAPPER, "llmbox-run", self.setpriv and "root" or "user", stdin_file }
-    for _, c in ipairs(spec.clean or {}) do argv[#argv + 1] = c end
-    argv[#argv + 1] = "--"
-    argv[#argv + 1] = lim.cpu and tostring(math.ceil(lim.cpu)) or "-"
-    argv[#argv + 1] = lim.open_files and tostring(floor(lim.open_files)) or "-"
-    argv[#argv + 1] = lim.file_size and tostring(floor(lim.file_size / 512)) or "-"
-    argv[#argv + 1] = "-" -- memory: the container's ceiling, fitted to the run above
-    for _, a in ipairs(spec.argv) do argv[#argv + 1] = a end
-
     local started = util.now_ms()
+    local x
+    x, err, code = self.engine:exec_start(self.id, {
+        argv = self:wrapper_argv("cold", spec, stdin_file), env = spec.env, cwd = spec.cwd,
+        user = self.setpriv and "0:0" or container.USER, stdin = nonce .. archive,
+    })
+    if x then ok, err, code = x:close_stdin() end
+    if not (x and ok) then
+        if x then x:abandon() end
+        return nil, err, code
+    end
+    return self:finish_run(x, nonce, lim, spec, started)
+end
+
+-- Reads a run's exec to its end and makes its result: output to the callbacks (the trailer
+-- taken off, the output cap held), the wall clock, the counts and the kernel's verdicts.
+-- `early` holds output that arrived before the run was handed over (a warm program's start).
+function Handle:finish_run(x, nonce, lim, spec, started, early)
     local output_cap = lim.output
     local seen, truncated, limit = 0, false, nil
     local trailer = trailer_filter(TRAILER_PREFIX .. nonce .. " ")
-    local res
-    res, err, code = self.engine:exec(self.id, {
-        argv = argv, env = spec.env, cwd = spec.cwd, user = self.setpriv and "0:0" or container.USER,
-        stdin = nonce .. archive,
-        timeout_ms = lim.timeout and lim.timeout * 1000 or nil,
-        -- the wall clock or the output cap: every process of the run is killed
-        on_stop = function(why)
-            limit = why
-            self:sweep()
-        end,
-    }, function(stream, chunk)
+    local function on_output(stream, chunk)
         if stream == "stderr" then chunk = trailer.feed(chunk) end
         if truncated then return engine.STOP end -- past the cap: kept nowhere
         if output_cap and seen + #chunk > output_cap then
@@ -305,9 +363,24 @@ function Handle:run(spec)
         if fn and #chunk > 0 then fn(chunk) end
         if truncated then return chunk, engine.STOP end
         return chunk
-    end)
+    end
+    local pre = { stdout = "", stderr = "" }
+    for _, stream in ipairs({ "stdout", "stderr" }) do
+        local chunk = early and early[stream] or ""
+        if #chunk > 0 then pre[stream] = on_output(stream, chunk) end
+        if pre[stream] == engine.STOP then pre[stream] = "" end
+    end
+    local res, err, code = x:finish({
+        timeout_ms = lim.timeout and lim.timeout * 1000 or nil,
+        -- the wall clock or the output cap: every process of the run is killed
+        on_stop = function(why)
+            limit = why
+            self:sweep()
+        end,
+    }, on_output)
     if not res then return nil, err, code end
-    local stderr = res.stderr
+    res.stdout = pre.stdout .. res.stdout
+    local stderr = pre.stderr .. res.stderr
     local held, text = trailer.finish()
     if #held > 0 and not truncated then
         -- a NUL and what followed it that looked like the trailer's start, and was not
@@ -362,12 +435,97 @@ function Handle:run(spec)
     }
 end
 
+-- A pool's prestarted program (see the warm mode of WRAPPER): an exec kept open until the
+-- lease's first run, the contract of native's Pending (wait, abandon, finish).
+local Pending = {}
+Pending.__index = Pending
+
+--- pending:wait(ms) -> "ready" | "starting" | "dead": reads the exec's output for up to ms until
+--- the wrapper says its program waits (what the program wrote before is kept for the run)
+function Pending:wait(ms)
+    if self.state ~= "starting" then return self.state end
+    local deadline = util.now_ms() + math.max(0, ms or 0)
+    repeat
+        local o, e = self.x:peek(math.max(0, floor(deadline - util.now_ms())))
+        if not o then
+            self:abandon()
+            return self.state
+        end
+        self.early.stdout = self.early.stdout .. o
+        self.early.stderr = self.early.stderr .. e
+        local at = self.early.stdout:find(self.ready, 1, true)
+        if at then
+            self.early.stdout = self.early.stdout:sub(1, at - 1) .. self.early.stdout:sub(at + #self.ready)
+            self.state = "ready"
+        end
+    until self.state ~= "starting" or util.now_ms() >= deadline
+    return self.state
+end
+
+--- pending:abandon(): the program is dropped (its wrapper reads no request and ends it)
+function Pending:abandon()
+    if self.x then self.x:abandon() end
+    self.state = "dead"
+end
+
+--- pending:serves(io) -> false when this run must start cold instead (a stdin too large to
+--- send ahead of reading the output)
+function Pending:serves(io)
+    return not (io.stdin and #io.stdin > WARM_STDIN_MAX)
+end
+
+--- pending:finish{ request, stdin, timeout, output, on_stdout, on_stderr } -> result: the
+--- lease's first run, by the program that waits for it
+function Pending:finish(io)
+    if self:wait(0) ~= "ready" then return nil, "the prestarted program is not waiting for a run" end
+    local stdin = io.stdin or ""
+    if #stdin > WARM_STDIN_MAX then
+        self:abandon()
+        return nil, format("a warm run takes at most %d bytes of stdin", WARM_STDIN_MAX), "E2BIG"
+    end
+    local h, x = self.handle, self.x
+    self.state, self.x = "dead", nil
+    local started = util.now_ms()
+    local ok, err, code = x:send(format("%012d", #io.request) .. io.request .. stdin)
+    if ok then ok, err, code = x:close_stdin() end
+    if not ok then
+        x:abandon()
+        return nil, err, code
+    end
+    local lim = {}
+    for k, v in pairs(self.limits) do lim[k] = v end
+    lim.timeout, lim.output = io.timeout or lim.timeout, io.output or lim.output
+    return h:finish_run(x, self.nonce, lim, io, started, self.early)
+end
+
+--- handle:prestart(spec) -> pending | nil, err: starts a run spec's program now, to wait for
+--- the request of the lease's first run (pools)
+function Handle:prestart(spec)
+    if not self.id then return nil, "session is closed" end
+    local lim = spec.limits or {}
+    local ok, err, code = self:fit(lim)
+    if not ok then return nil, err, code end
+    local archive
+    archive, err, code = core.tar_pack(spec.files or {}, 1000, 1000)
+    if not archive then return nil, err, code end
+    local nonce = random_hex(16)
+    local x
+    x, err, code = self.engine:exec_start(self.id, {
+        argv = self:wrapper_argv("warm", spec), env = spec.env, cwd = spec.cwd,
+        user = self.setpriv and "0:0" or container.USER,
+        stdin = nonce .. format("%012d", #archive) .. archive,
+    })
+    if not x then return nil, err, code end
+    return setmetatable({ handle = self, x = x, nonce = nonce, ready = WARM_READY .. nonce .. "\n",
+        state = "starting", early = { stdout = "", stderr = "" }, limits = lim }, Pending)
+end
+
 -- The kernel's counts in the container's cgroups so far: processes the memory ceiling killed
 -- (cgroup v1's memory.oom_control, v2's memory.events) and forks the pids ceiling refused
 -- (pids.events); nil where unknown.
 function Handle:counters()
     local res = self.engine:exec(self.id, { argv = { "/bin/sh", "-c",
-        COUNTERS .. "counters; printf '%s\\n==\\n' \"$out\"; cat " .. (self.setpriv and "/dev/shm/.llmbox-before"
+        COUNTERS .. "counters; printf '%s\\n==\\n' \"$out\"; cat " .. (self.setpriv and "/.llmbox/before"
             or "/tmp/llmbox/.before") .. " 2>/dev/null; exit 0" },
         user = container.USER, timeout_ms = INTERNAL_MS })
     local now, before = (res and res.stdout or ""):match("^(.*)==\n(.*)$")
@@ -497,8 +655,9 @@ end
 function Handle:reset()
     if not self.id then return nil, "session is closed" end
     -- one exec as the sandbox user: it kills the user's other processes, then empties
+    -- (a directory the program made unreadable is made readable again first)
     local res, err = self.engine:exec(self.id, { argv = { "/bin/sh", "-c", SWEEP:gsub("exit 0%s*$", "")
-        .. "rm -rf /sandbox/* /sandbox/.[!.]* /sandbox/..?* /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* 2>/dev/null; exit 0" },
+        .. "chmod -R u+rwx /sandbox /tmp /dev/shm 2>/dev/null; rm -rf /sandbox/* /sandbox/.[!.]* /sandbox/..?* /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* 2>/dev/null; exit 0" },
         user = container.USER, timeout_ms = INTERNAL_MS })
     if not res then return nil, err end
     return true

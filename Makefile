@@ -42,6 +42,8 @@ HEADERS  := runtime/llmbox.h runtime/internal.h runtime/run.h backends/backend.h
 BIN    := build/bin/llmbox
 MODULE := build/lib/llmbox/core.so
 HTTP_MODULE := build/lib/llmbox/http_core.so
+# The docker/podman backends' helper inside each container: static, it runs in any image.
+HELPER := build/lib/llmbox/container-exec
 
 # Debian packages: what building needs, and what the specs need on top.
 DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev lua-cjson lua-luv python3
@@ -58,7 +60,7 @@ DEPS_TEST  := lua-busted lua-check clang-format luarocks procps openssl curl doc
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test soak lint format install uninstall clean paths
 
-all: $(BIN) $(MODULE) $(HTTP_MODULE) paths
+all: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER) paths
 
 build/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -76,6 +78,10 @@ $(MODULE): $(CORE_OBJ)
 $(HTTP_MODULE): $(HTTP_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(ALL_LDFLAGS) $(CURL_LIBS)
+
+$(HELPER): backends/container_exec.c
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong $(CFLAGS) -static -s -o $@ $<
 
 paths:
 	@echo "llmbox built. Use it from plain LuaJIT with:"
@@ -127,18 +133,19 @@ soak: deps-test
 lint: deps-test
 	@luacheck -q --formatter plain lua policies spec bench examples && echo "luacheck (.luacheckrc): ok"
 	@echo "clang-format check"
-	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) runtime/main.c $(HEADERS)
+	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c $(HEADERS)
 	@$(MAKE) --no-print-directory clean >/dev/null
 	@$(MAKE) --no-print-directory all CFLAGS="-O2 -g" >/dev/null && echo "build with -Wall -Wextra -Werror: ok"
 
 format:
-	clang-format -i $(CORE_SRC) $(HTTP_SRC) runtime/main.c $(HEADERS)
+	clang-format -i $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c $(HEADERS)
 
-install: $(BIN) $(MODULE) $(HTTP_MODULE)
+install: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR) $(DESTDIR)$(DATADIR)/policies/pools
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/llmbox
 	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/llmbox/core.so
 	install -m 0755 $(HTTP_MODULE) $(DESTDIR)$(LIBDIR)/llmbox/http_core.so
+	install -m 0755 $(HELPER) $(DESTDIR)$(LIBDIR)/llmbox/container-exec
 	cd lua && find llmbox -type d -exec install -d $(DESTDIR)$(LUADIR)/{} \;
 	cd lua && find llmbox -type f -exec install -m 0644 {} $(DESTDIR)$(LUADIR)/{} \;
 	install -m 0644 policies/*.lua $(DESTDIR)$(DATADIR)/policies/

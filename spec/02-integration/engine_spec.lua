@@ -261,7 +261,7 @@ for _, kind in ipairs({ "docker", "podman" }) do
             local p = assert(policy.load("default"))
             assert.equal("1", info.Config.Labels["io.llmbox.managed"])
             assert.equal(p.limits.memory, info.HostConfig.Memory)
-            assert.equal(p.limits.processes + 4, info.HostConfig.PidsLimit) -- init, the keeper, its sleep, a wrapper
+            assert.equal(p.limits.processes + 5, info.HostConfig.PidsLimit) -- init, the keeper, its sleep, a wrapper, the helper
             assert.is_true(info.HostConfig.ReadonlyRootfs)
             assert.equal("none", info.HostConfig.NetworkMode)
         end)

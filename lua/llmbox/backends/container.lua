@@ -29,7 +29,9 @@ _M.PRIVATE = "/.llmbox"
 -- watches the pids cgroup's count of refused forks, five times a second, and stops the run at
 -- a new one, as native's supervisor does (a fork bomb ends at once, reported as the processes
 -- limit). Waiting costs it no process where the shell has `read -t` (a FIFO of its own in
--- PRIVATE), else a sleep in a process slot kept for it.
+-- PRIVATE), else a sleep in a process slot kept for it; a sleep's fork a fork bomb refuses
+-- would end dash, and the container with it, so once the open has placed llmbox's helper the
+-- keeper execs it in its place (container-exec --keep, the same work in C, no process to wait).
 _M.KEEPER = [[
 ev=/sys/fs/cgroup/pids/pids.events; [ -r "$ev" ] || ev=/sys/fs/cgroup/pids.events
 count() { n=0; while read -r k v; do [ "$k" = max ] && n=$v; done < "$ev"; } 2>/dev/null
@@ -41,10 +43,13 @@ sweep() {
 trap sweep USR1
 count; seen=$n
 d=/.llmbox/keeper
+# llmbox's helper, once the open has placed it, keeps instead: its wait takes no process
+helper() { [ -x /.llmbox/exec ] && exec /.llmbox/exec --keep "$ev"; }
 if mkdir -m 700 "$d" 2>/dev/null && mkfifo -m 600 "$d/wake" && exec 3<>"$d/wake"; then
   read -r -t 0.01 _ <&3 2>/dev/null
   if [ $? -ne 2 ]; then
     while :; do
+      helper
       read -r -t 0.2 _ <&3
       count
       [ "$n" = "$seen" ] || sweep
@@ -53,14 +58,16 @@ if mkdir -m 700 "$d" 2>/dev/null && mkfifo -m 600 "$d/wake" && exec 3<>"$d/wake"
 fi
 # a shell without read -t (dash): a sleep, in a slot of its own (OWN_PROCESSES)
 while :; do
+  helper
   sleep 0.2
   count
   [ "$n" = "$seen" ] || sweep
 done
 ]]
 -- How many of the container's processes are not the program's: init, the keeper, the
--- keeper's sleep and the wrapper of the run (engines.lua).
-_M.OWN_PROCESSES = 4
+-- keeper's sleep, the run's wrapper and llmbox's helper (engines.lua), which waits for the
+-- program. The keeper must always find its slot: dash ends when it cannot fork.
+_M.OWN_PROCESSES = 5
 -- The container's own processes (init, the keeper): another user than the programs'.
 _M.KEEPER_USER = "0:0"
 
@@ -265,7 +272,7 @@ function _M.create_body(spec, opts)
         Tmpfs = {
             [_M.layout.workspace] = tmpfs(lim.workspace, "1777"),
             [_M.layout.tmp] = tmpfs(lim.tmp, "1777"),
-            [_M.PRIVATE] = "rw,noexec,nosuid,nodev,size=1048576,mode=0700",
+            [_M.PRIVATE] = "rw,exec,nosuid,nodev,size=4194304,mode=0700",
         },
         ShmSize = lim.tmp,
         -- the policy's memory ceiling for the whole container, swap included (no swap)

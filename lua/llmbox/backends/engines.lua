@@ -29,6 +29,34 @@ local setmetatable, tostring, format, floor, min = setmetatable, tostring, strin
 
 local _M = {}
 
+-- Where llmbox's helper lives in a container (root's private tmpfs, container.PRIVATE).
+local HELPER = container.PRIVATE .. "/exec"
+
+-- The open's one exec, root's (whose only capabilities are KILL, SETUID and SETGID). An image
+-- with its own /sandbox or /tmp gives the tmpfs there that directory's mode: the sandbox user
+-- must be able to write both. Places llmbox's helper ($1 = "helper": an archive on stdin) and
+-- checks that it drops to the sandbox user, else whether util-linux's setpriv can; hands the
+-- keeper over to the helper (waking it: the shell's keeper looks for the helper at each tick);
+-- prints what it found, "keeper" once the helper keeps, and last the keeper's pid.
+local OPEN_PROBE = [[
+chmod 1777 /sandbox /tmp 2>/dev/null
+if [ "$1" = helper ] && tar -x -C / -f - >/dev/null 2>&1 && /.llmbox/exec -- true; then
+  echo helper
+  read -r k < /proc/1/task/1/children; k=${k%% *}
+  i=0
+  while [ $i -lt 100 ]; do
+    [ "$(readlink /proc/$k/exe)" = /.llmbox/exec ] && { echo keeper; break; }
+    # the keeper waits on its FIFO (read -t) or in a sleep: either wakes it now
+    [ -p /.llmbox/keeper/wake ] && echo >> /.llmbox/keeper/wake
+    for c in $(cat /proc/$k/task/$k/children 2>/dev/null); do kill "$c" 2>/dev/null; done
+    i=$((i + 1)); sleep 0.01
+  done
+elif setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all true 2>/dev/null; then
+  echo setpriv
+fi
+exec cat /proc/1/task/1/children
+]]
+
 -- How long a run that a refused fork ended gives the keeper (container.KEEPER) to be done.
 local KEEPER_SETTLE_MS = 300
 
@@ -121,10 +149,11 @@ end
 -- digits), the request (see llmbox.warm), then the program's stdin up to EOF. Nothing on stdin
 -- (the pool dropped the program) ends it.
 local WRAPPER = COUNTERS .. [[
-drop=
-if [ "$1" = root ]; then
-  drop="setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all --"
-fi
+drop= run= rus=
+case $1 in
+helper) drop="/.llmbox/exec --" run="/.llmbox/exec --report 8 --" ;;
+root) drop="setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all --" run=$drop ;;
+esac
 mode=$2; in=$3; shift 3
 fail() { echo "llmbox: $1" >&2; exit 125; }
 # one byte at a time, so that nothing of the archive behind it is taken (busybox's read takes
@@ -156,9 +185,11 @@ $drop mkdir -p /tmp/llmbox 2>/dev/null
 # the program gets the exec's stderr (fd 6 here); the wrapper's own goes nowhere (sh reports a
 # job killed by a signal, "Killed", which is not the program's output)
 exec 6>&2
+# the helper's report on the program (peak memory, CPU time) comes on fd 8
+[ -z "$run" ] || [ "$run" = "$drop" ] || exec 8>/.llmbox/rusage
 if [ "$mode" = warm ]; then
   d=$(mktemp -d "$w/.warm.XXXXXX") && mkfifo -m 600 "$d/req" "$d/in" || fail "making the warm channel failed"
-  $drop "$@" 2>&6 3<"$d/req" <"$d/in" 6>&- &
+  $run "$@" 2>&6 3<"$d/req" <"$d/in" 6>&- &
   pid=$!
   exec 4>"$d/req" 5>"$d/in"
   rm -rf "$d"
@@ -179,12 +210,14 @@ if [ "$mode" = warm ]; then
   esac
 else
   counters; before=$out; printf '%s\n' "$before" > "$b" 2>/dev/null
-  $drop "$@" < "${in:-/dev/null}" 2>&6 6>&- &
+  $run "$@" < "${in:-/dev/null}" 2>&6 6>&- &
   pid=$!
   exec 2>/dev/null
 fi
+exec 8>&-
 wait $pid
 rc=$?
+[ -z "$run" ] || [ "$run" = "$drop" ] || read -r rus < /.llmbox/rusage
 sweep='i=0; while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done'
 if [ -n "$drop" ]; then $drop /bin/sh -c "$sweep"; else eval "$sweep"; fi
 # SysV IPC outlives processes: what the run made goes with it (util-linux's ipcrm, where the
@@ -195,7 +228,7 @@ for f in /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; do
 done
 [ -z "$ipc" ] || $drop ipcrm -a 2>/dev/null
 counters
-printf '\000llmbox:%s %s== %s\n' "$nonce" "$before" "$out" >&6
+printf '\000llmbox:%s %s== %s## %s\n' "$nonce" "$before" "$out" "$rus" >&6
 exit $rc
 ]]
 
@@ -296,7 +329,7 @@ end
 -- The wrapper's argv for a run spec (argv, clean, limits) in mode "cold" or "warm".
 function Handle:wrapper_argv(mode, spec, stdin_file)
     local lim = spec.limits or {}
-    local argv = { "/bin/sh", "-c", WRAPPER, "llmbox-run", self.setpriv and "root" or "user", mode, stdin_file or "" }
+    local argv = { "/bin/sh", "-c", WRAPPER, "llmbox-run", self.drop, mode, stdin_file or "" }
     for _, c in ipairs(spec.clean or {}) do argv[#argv + 1] = c end
     argv[#argv + 1] = "--"
     argv[#argv + 1] = lim.cpu and tostring(math.ceil(lim.cpu)) or "-"
@@ -334,7 +367,7 @@ function Handle:run(spec)
     local x
     x, err, code = self.engine:exec_start(self.id, {
         argv = self:wrapper_argv("cold", spec, stdin_file), env = spec.env, cwd = spec.cwd,
-        user = self.setpriv and "0:0" or container.USER, stdin = nonce .. archive,
+        user = self.root_wrapper and "0:0" or container.USER, stdin = nonce .. archive,
     })
     if x then ok, err, code = x:close_stdin() end
     if not (x and ok) then
@@ -394,9 +427,13 @@ function Handle:finish_run(x, nonce, lim, spec, started, early)
     -- the counts before and after the program: from the trailer; from an exec when there is
     -- none (a stopped run's wrapper was killed), which reads what the wrapper left
     local before, now
+    local rusage
     if text then
-        local b, a = text:match("^(.-)== (.*)$")
+        local b, a, rus = text:match("^(.-)== (.-)## ?(.*)$")
         before, now = parse_counters(b), parse_counters(a)
+        -- the helper's: the program's own peak memory (KiB) and CPU time (microseconds)
+        local rss, ut, st = (rus or ""):match("^(%d+) (%d+) (%d+)")
+        if rss then rusage = { max_rss = tonumber(rss) * 1024, cpu_ms = (tonumber(ut) + tonumber(st)) / 1000 } end
     else
         now, before = self:counters()
     end
@@ -430,8 +467,10 @@ function Handle:finish_run(x, nonce, lim, spec, started, early)
         limit = limit,
         truncated = truncated,
         duration_ms = util.now_ms() - started,
-        -- the container's CPU time over the run (its keeper's few polls included)
-        cpu_ms = cpu_ms,
+        -- the program's own CPU time where the helper measured it; else the container's over
+        -- the run (its keeper's few polls included)
+        cpu_ms = rusage and rusage.cpu_ms or cpu_ms,
+        max_rss = rusage and rusage.max_rss,
     }
 end
 
@@ -512,7 +551,7 @@ function Handle:prestart(spec)
     local x
     x, err, code = self.engine:exec_start(self.id, {
         argv = self:wrapper_argv("warm", spec), env = spec.env, cwd = spec.cwd,
-        user = self.setpriv and "0:0" or container.USER,
+        user = self.root_wrapper and "0:0" or container.USER,
         stdin = nonce .. format("%012d", #archive) .. archive,
     })
     if not x then return nil, err, code end
@@ -524,11 +563,19 @@ end
 -- (cgroup v1's memory.oom_control, v2's memory.events) and forks the pids ceiling refused
 -- (pids.events); nil where unknown.
 function Handle:counters()
-    local res = self.engine:exec(self.id, { argv = { "/bin/sh", "-c",
-        COUNTERS .. "counters; printf '%s\\n==\\n' \"$out\"; cat " .. (self.setpriv and "/.llmbox/before"
-            or "/tmp/llmbox/.before") .. " 2>/dev/null; exit 0" },
-        user = container.USER, timeout_ms = INTERNAL_MS })
-    local now, before = (res and res.stdout or ""):match("^(.*)==\n(.*)$")
+    -- a stopped run's processes may still fill the pids ceiling for a moment while the keeper
+    -- sweeps them: an exec the engine could not start is tried again
+    local res, text
+    local give_up = util.now_ms() + 3000
+    repeat
+        res = self.engine:exec(self.id, { argv = { "/bin/sh", "-c",
+            COUNTERS .. "counters; printf '%s\\n==\\n' \"$out\"; cat " .. (self.root_wrapper and "/.llmbox/before"
+                or "/tmp/llmbox/.before") .. " 2>/dev/null; exit 0" },
+            user = self.root_wrapper and "0:0" or container.USER, timeout_ms = INTERNAL_MS })
+        text = res and res.exit_code == 0 and res.stdout or nil
+        if not text then util.sleep_ms(50) end
+    until text or util.now_ms() > give_up
+    local now, before = (text or ""):match("^(.*)==\n(.*)$")
     return parse_counters(now), parse_counters(before)
 end
 
@@ -728,6 +775,22 @@ local function nproc_limit()
     return min(4096, tonumber(limits:match("Max processes%s+%S+%s+(%d+)")) or 4096)
 end
 
+-- The helper (backends/container_exec.c), beside the C module: build/lib/llmbox/container-exec,
+-- or where `make install` put it; as an archive that places it at HELPER. nil when it is not
+-- there (the runs then drop through setpriv, or not at all).
+local helper_tar
+local function helper_archive()
+    if helper_tar == nil then
+        helper_tar = false
+        local so = package.searchpath("llmbox.core", package.cpath)
+        local bin = so and util.read_file((so:gsub("core%.so$", "container-exec")))
+        if bin then
+            helper_tar = core.tar_pack({ { path = HELPER, data = bin, mode = 493 } }, 0, 0) or false
+        end
+    end
+    return helper_tar or nil
+end
+
 function _M.driver(kind)
     local D = { name = kind, layout = container.layout }
     D.capabilities = {
@@ -765,7 +828,8 @@ function _M.driver(kind)
     end
 
     --- D.open(spec) -> handle | nil, err
-    function D.open(spec)
+    function D.open(spec, opts)
+        opts = opts or {}
         local pol = spec.policy
         if not spec.image then
             return nil, format("the %s backend runs images: name one (image = \"...\" in Lua, --image on the "
@@ -787,16 +851,16 @@ function _M.driver(kind)
             return nil, format("image %q is not on the %s engine: pull or build it first (`%s pull %s`)", spec.image,
                 engine.KINDS[kind], kind, spec.image)
         end
-        local opts = { image = spec.image, kind = kind, labels = { [container.OWNER] = owner_label() } }
+        local made_opts = { image = spec.image, kind = kind, labels = { [container.OWNER] = owner_label() } }
         if kind == "podman" then
             local perr
-            opts.seccomp_file, perr = write_profile(container.profile_json(container.seccomp_profile(spec.syscalls)))
-            if not opts.seccomp_file then return nil, "writing the seccomp profile: " .. tostring(perr) end
-            opts.nproc = nproc_limit()
+            made_opts.seccomp_file, perr = write_profile(container.profile_json(container.seccomp_profile(spec.syscalls)))
+            if not made_opts.seccomp_file then return nil, "writing the seccomp profile: " .. tostring(perr) end
+            made_opts.nproc = nproc_limit()
         end
         local body
-        body, err = container.create_body(spec, opts)
-        local h = setmetatable({ engine = e, kind = kind, spec = spec, seccomp_file = opts.seccomp_file }, Handle)
+        body, err = container.create_body(spec, made_opts)
+        local h = setmetatable({ engine = e, kind = kind, spec = spec, seccomp_file = made_opts.seccomp_file }, Handle)
         local made
         if body then made, err, code = e:json("POST", "/containers/create", body) end
         if not made then
@@ -810,18 +874,22 @@ function _M.driver(kind)
         -- As root (whose only capabilities are KILL, SETUID and SETGID): an image with its
         -- own /sandbox or /tmp gives the tmpfs there that directory's mode, and the sandbox
         -- user must be able to write both.
+        -- llmbox's helper goes into root's private tmpfs on the way (container-exec; tar is
+        -- the one tool every run needs already)
         local kids
+        local helper = not opts.no_helper and helper_archive() or nil
         if ok then
-            kids, err, code = e:exec(h.id, { argv = { "/bin/sh", "-c", format(
-                "chmod 1777 %s %s 2>/dev/null; "
-                    .. "setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all true 2>/dev/null && echo setpriv; "
-                    .. "exec cat /proc/1/task/1/children", container.layout.workspace,
-                container.layout.tmp) }, user = "0:0", timeout_ms = INTERNAL_MS })
+            kids, err, code = e:exec(h.id, { argv = { "/bin/sh", "-c", OPEN_PROBE, "llmbox-open",
+                helper and "helper" or "none" }, user = "0:0", stdin = helper, timeout_ms = INTERNAL_MS })
         end
         h.keeper = kids and tonumber(kids.stdout:match("(%d+)%s*$"))
-        -- util-linux's setpriv (Debian's images have it; busybox's cannot change ids): runs
-        -- start as root and drop to the sandbox user, out of the program's reach
-        h.setpriv = kids and kids.stdout:find("setpriv", 1, true) ~= nil
+        -- the runs' wrappers are root's and drop to the sandbox user for everything that
+        -- touches the sandbox, out of the program's reach: through llmbox's helper (which also
+        -- reports the program's peak memory and CPU time), else util-linux's setpriv (Debian's
+        -- images have it; busybox's cannot change ids); else the wrappers are the user's
+        h.drop = kids and (kids.stdout:find("helper", 1, true) and "helper"
+            or kids.stdout:find("setpriv", 1, true) and "root") or "user"
+        h.root_wrapper = h.drop ~= "user"
         h.ceilings = { memory = spec.limits.memory, processes = spec.limits.processes, cpus = spec.limits.cpus }
         if not h.keeper then
             h:close()

@@ -210,15 +210,15 @@ function _M.report()
         if b.name == "native" then
             backends[#backends + 1] = { name = b.name, source = "jail", ok = native_ok, detail = (native_ok
                 and "usable: a test jail ran" or "not usable on this host: see the failed checks above") .. pools }
+        elseif b.status == "available" and engine.KINDS[b.name] then
+            -- the engine the backend drives: is it there, and which version
+            local e, why = engine.connect(b.name)
+            backends[#backends + 1] = { name = b.name, source = "probe", ok = e ~= nil, detail = (e
+                and format("usable: %s %s (API %s) answers at %s", engine.KINDS[b.name], e.version, e.api_version,
+                    e.endpoint.name) or ("not usable here: " .. tostring(why))) .. pools }
         elseif b.status == "available" then
             backends[#backends + 1] = { name = b.name, source = "probe", ok = b.usable,
                 detail = (b.usable and "usable" or ("not usable here: " .. tostring(b.why))) .. pools }
-        elseif engine.KINDS[b.name] then
-            -- the engine such a backend will drive: is it there, and which version
-            local e, why = engine.connect(b.name)
-            backends[#backends + 1] = { name = b.name, source = "probe", ok = false, detail = b.why .. "; engine: "
-                .. (e and format("%s %s (API %s) answers at %s", engine.KINDS[b.name], e.version, e.api_version,
-                    e.endpoint.name) or why) }
         else
             backends[#backends + 1] = { name = b.name, source = "fact", ok = false, detail = b.why }
         end

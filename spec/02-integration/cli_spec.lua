@@ -185,7 +185,13 @@ describe("llmbox CLI #unpriv", function()
         assert.matches("pool", caps, 1, true)
         assert.matches("seccomp", caps, 1, true)
         assert.not_matches("images", caps, 1, true) -- the jail runs the host's interpreters
-        for _, name in ipairs({ "docker", "podman", "kubernetes", "bubblewrap", "nsjail" }) do
+        -- docker and podman are built: usable where their engine answers, else why not
+        for _, name in ipairs({ "docker", "podman" }) do
+            assert.equal("available", by[name].status, name)
+            if not by[name].usable then assert.matches("engine", by[name].why) end
+            assert.matches("images", table.concat(by[name].capabilities, ","), 1, true)
+        end
+        for _, name in ipairs({ "kubernetes", "bubblewrap", "nsjail" }) do
             assert.equal("planned", by[name].status, name)
             assert.is_false(by[name].usable, name)
             assert.matches("^not built yet in this version of llmbox", by[name].why)
@@ -217,10 +223,10 @@ describe("llmbox CLI #unpriv", function()
     it("names what is built when asked for a backend that is not", function()
         local st, _, err = cli({ "run", "-b", "bwrap", "-c", "print(1)" })
         assert.equal(125, st)
-        assert.matches('backend "bubblewrap" is not built yet in this version of llmbox (available: native)', err, 1, true)
+        assert.matches('backend "bubblewrap" is not built yet in this version of llmbox (available: docker, native, podman)', err, 1, true)
         st, _, err = cli({ "run", "-b", "vmware", "-c", "print(1)" })
         assert.equal(125, st)
-        assert.matches('unknown backend "vmware" (available: native)', err, 1, true)
+        assert.matches('unknown backend "vmware" (available: docker, native, podman)', err, 1, true)
     end)
 
     it("lists policies", function()

@@ -1,4 +1,4 @@
--- The docker and podman drivers (llmbox.backends.engines), not selectable yet, on the real engines with a
+-- The docker and podman drivers (llmbox.backends.engines) on the real engines with a
 -- busybox image (spec/support/busybox_image.lua): sessions are containers, runs are execs with
 -- files, stdin, environment, limits and a whole-container sweep; what they cannot do yet is
 -- refused with a message that says so.
@@ -89,12 +89,44 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.is_nil(ps.stdout:find("sleep 1000", 1, true), ps.stdout)
         end)
 
-        it("cannot end its container: a run that signals every process it can leaves the next run working", function()
+        it("cannot end its container or its own run: a program that signals every process it can", function()
             if not needs_engine() then return end
+            -- the run's wrapper and llmbox's helper are root's: kill(-1) reaches the program alone
             local r = assert(run({ "/bin/sh", "-c", "kill -9 -1; kill -9 1 2>&1; echo survived" }))
-            assert.is_not.equal(0, r.exit_code) -- kill -9 -1 killed the run itself too
+            assert.equal(0, r.exit_code, r.stderr)
+            assert.matches("survived\n$", r.stdout)
             local after = assert(run({ "/bin/sh", "-c", "echo still here" }))
             assert.equal("still here\n", after.stdout)
+        end)
+
+        it("runs programs through llmbox's helper on any image: the sandbox user, no capability, max_rss", function()
+            if not needs_engine() then return end
+            assert.equal("helper", h.drop) -- busybox's image has no setpriv: the helper is placed
+            local r = assert(run({ "/bin/sh", "-c", "id -u; id -g; id -G; grep -E 'Cap(Inh|Prm|Eff)' /proc/self/status; "
+                .. "grep NoNewPrivs /proc/self/status" }))
+            assert.equal("1000\n1000\n1000\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\n"
+                .. "CapEff:\t0000000000000000\nNoNewPrivs:\t1\n", r.stdout)
+            -- its peak memory: a shell that holds ~8 MiB in a variable
+            r = assert(run({ "/bin/sh", "-c", "x=$(head -c 8000000 /dev/zero | tr '\\0' a); echo ${#x}" }))
+            assert.equal("8000000\n", r.stdout)
+            assert.is_true(r.max_rss > 8000000 and r.max_rss < 64 * 1048576, tostring(r.max_rss))
+            -- the keeper is the helper now: its wait needs no process slot
+            r = assert(run({ "/bin/sh", "-c", "for p in /proc/[0-9]*; do [ \"$(cat $p/cmdline 2>/dev/null | tr '\\0' ' ')\" "
+                .. "= '/.llmbox/exec --keep '\"$(ls /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events 2>/dev/null)\"' ' ] "
+                .. "&& echo keeper; done; ls -A /.llmbox 2>&1" }))
+            assert.matches("^keeper\n", r.stdout)
+            assert.matches("Permission denied", r.stdout, 1, true) -- root's own tmpfs
+        end)
+
+        it("falls back to a wrapper of the sandbox user's where the helper cannot be placed", function()
+            if not needs_engine() then return end
+            local bare = assert(driver.open(spec(), { no_helper = true }))
+            finally(function() bare:close() end)
+            assert.equal("user", bare.drop)
+            local r = assert(bare:run({ argv = { "/bin/sh", "-c", "id -u; echo hi" }, env = ENV, cwd = "/sandbox",
+                limits = { timeout = 20, output = 65536 } }))
+            assert.equal("1000\nhi\n", r.stdout)
+            assert.is_nil(r.max_rss) -- nothing measured it: never made up
         end)
 
         it("says how much CPU time a run used, and passes on output that looks like its own bookkeeping", function()
@@ -117,15 +149,14 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.matches("^0\n/sys/fs/cgroup/pids", r.stdout)
         end)
 
-        it("keeps a run's wrapper out of its program's reach where the image has setpriv", function()
+        it("keeps a run's wrapper out of its program's reach through setpriv without the helper", function()
             if not needs_engine() then return end
             -- the Debian-like test image has util-linux's setpriv; busybox's cannot change ids
             assert(busybox.ensure_python(e))
             local s = plan.sandbox(assert(policy.load("default")), nil, { image = busybox.PYTHON_IMAGE })
-            local py = assert(driver.open(s))
+            local py = assert(driver.open(s, { no_helper = true }))
             finally(function() py:close() end)
-            assert.is_true(py.setpriv)
-            assert.is_falsy(h.setpriv)
+            assert.equal("root", py.drop)
             local function prun(cmd)
                 return assert(py:run({ argv = { "/bin/sh", "-c", cmd }, env = { "PATH=/usr/bin:/bin" }, cwd = "/sandbox",
                     limits = { timeout = 20, output = 65536 } }))

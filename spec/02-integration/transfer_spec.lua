@@ -36,6 +36,15 @@ describe("file transfer #conformance #unpriv", function()
         os.execute("rm -rf " .. q(src) .. " " .. q(dst))
     end)
 
+    it("makes the directories on the way to a destination, as an upload to data/x needs", function()
+        local src = helpers.write(helpers.tmppath(), "payload")
+        finally(function() os.remove(src) end)
+        assert(s:copy_to(src, "data/deep/x.txt"))
+        local r = assert(s:exec("cat /sandbox/data/deep/x.txt; echo; stat -c %u /sandbox/data/deep"))
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal("payload\n1000\n", r.stdout) -- the sandbox user's directories
+    end)
+
     it("collects a run's results in memory: files and names below the directory, links skipped", function()
         assert(s:exec("mkdir -p /sandbox/res/sub && printf 'x\\0y' > /sandbox/res/bin && echo deep > /sandbox/res/sub/d.txt"
             .. " && ln -s /etc/passwd /sandbox/res/link && ln -s .. /sandbox/res/up"))

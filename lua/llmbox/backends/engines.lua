@@ -301,11 +301,14 @@ end
 -- (as on native; the copy runs as the sandbox user, so a link swapped in afterwards reaches
 -- nothing the program could not read itself, and the host side takes no links at all).
 local NO_LINKS = [[
+# what a refused copy was sent is read anyway: Podman reports an exec that left its stdin
+# unread as "connection reset by peer", in place of the refusal
+drain() { cat >/dev/null 2>&1; }
 p=; IFS=/
 for c in $target; do
   [ -n "$c" ] || continue
   p="$p/$c"
-  if [ -L "$p" ]; then echo "$p is a symlink: copies do not follow symlinks" >&2; exit 4; fi
+  if [ -L "$p" ]; then echo "$p is a symlink: copies do not follow symlinks" >&2; drain; exit 4; fi
 done
 unset IFS
 ]]
@@ -627,8 +630,10 @@ end
 -- next to the destination, then moved into place. $1: the destination, $2: a file's mode.
 local COPY_IN = 'target="$1"\n' .. NO_LINKS .. [[
 case "$1" in */*) dir=${1%/*} ;; *) dir=. ;; esac
-t=$(mktemp -d "${dir:-/}/.llmbox-in.XXXXXX") || exit 1
-tar -x -C "$t" || { rm -rf "$t"; exit 1; }
+# the directories on the way are made, as native's copy_to makes them
+[ -z "$dir" ] || mkdir -p "$dir" || { drain; exit 1; }
+t=$(mktemp -d "${dir:-/}/.llmbox-in.XXXXXX") || { drain; exit 1; }
+tar -x -C "$t" || { drain; rm -rf "$t"; exit 1; }
 if [ -n "$2" ] && [ -f "$t/llmbox" ]; then chmod "$2" "$t/llmbox"; fi
 if [ -d "$1" ] && [ ! -L "$1" ]; then echo "$1 exists and is a directory" >&2; rm -rf "$t"; exit 1; fi
 mv -f "$t/llmbox" "$1"; rc=$?

@@ -30,15 +30,6 @@ _M.CAPABILITIES = {
 -- Where things are inside a sandbox; every driver declares all of them.
 _M.LAYOUT_KEYS = { "workspace", "code", "plots", "tmp" }
 
--- Where a planned backend stands, when part of it exists.
-local ENGINE_PROGRESS = "not built yet in this version of llmbox: its driver (llmbox.backends.engines) "
-    .. "runs code in containers, but it cannot be selected until it passes the conformance suite "
-    .. "(pools' warm start is missing)"
-
--- For work on the unfinished drivers only (the conformance suite runs on them with
--- LLMBOX_UNFINISHED_BACKENDS=1): they become selectable, although they do not pass it yet.
-local UNFINISHED = os.getenv("LLMBOX_UNFINISHED_BACKENDS") == "1"
-
 -- Planned backends are listed so that asking for one gets "not built yet", not "unknown backend".
 local REGISTRY = {
     { name = "native", module = "llmbox.backends.native", aliases = {},
@@ -47,12 +38,10 @@ local REGISTRY = {
         description = "the same promise built from bwrap's command line" },
     { name = "nsjail", aliases = {}, planned = true,
         description = "a generated configuration for an installed nsjail" },
-    { name = "docker", aliases = {}, module = "llmbox.backends.docker", planned = not UNFINISHED,
-        progress = ENGINE_PROGRESS,
-        description = "containers through the Docker Engine API" },
-    { name = "podman", aliases = {}, module = "llmbox.backends.podman", planned = not UNFINISHED,
-        progress = ENGINE_PROGRESS,
-        description = "containers through Podman's Docker-compatible API" },
+    { name = "docker", aliases = {}, module = "llmbox.backends.docker",
+        description = "containers through the Docker Engine API (images; needs dockerd)" },
+    { name = "podman", aliases = {}, module = "llmbox.backends.podman",
+        description = "containers through Podman's Docker-compatible API (images; needs its API service)" },
     { name = "kubernetes", aliases = { "k8s" }, planned = true,
         description = "pods through the Kubernetes API" },
 }
@@ -112,7 +101,7 @@ function _M.list()
     for _, e in ipairs(REGISTRY) do
         local b = { name = e.name, aliases = { unpack(e.aliases) }, description = e.description, capabilities = {} }
         if e.planned then
-            b.status, b.usable, b.why = "planned", false, e.progress or "not built yet in this version of llmbox"
+            b.status, b.usable, b.why = "planned", false, "not built yet in this version of llmbox"
         else
             local driver = require(e.module)
             b.status = "available"

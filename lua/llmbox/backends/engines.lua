@@ -709,7 +709,8 @@ function Handle:reset()
     -- one exec as the sandbox user: it kills the user's other processes, then empties
     -- (a directory the program made unreadable is made readable again first)
     local res, err = self.engine:exec(self.id, { argv = { "/bin/sh", "-c", SWEEP:gsub("exit 0%s*$", "")
-        .. "chmod -R u+rwx /sandbox /tmp /dev/shm 2>/dev/null; rm -rf /sandbox/* /sandbox/.[!.]* /sandbox/..?* /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* 2>/dev/null; exit 0" },
+        .. "chmod -R u+rwx /sandbox /tmp /dev/shm 2>/dev/null; "
+        .. "rm -rf /sandbox/* /sandbox/.[!.]* /sandbox/..?* /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* 2>/dev/null; exit 0" },
         user = container.USER, timeout_ms = INTERNAL_MS })
     if not res then return nil, err end
     return true

@@ -54,8 +54,8 @@ DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby pyt
 # docker.io and podman (with catatonit, the init its containers get): the engines
 # spec/02-integration/engine_spec.lua talks to (spec/run.sh starts them); curl:
 # spec/support/engines.sh asks them whether they answer; busybox-static: the image the engine
-# specs import (no registry here).
-DEPS_TEST  := lua-busted lua-check clang-format luarocks procps openssl curl docker.io podman catatonit \
+# specs import; docker-registry: the loopback registry the image pull specs pull from.
+DEPS_TEST  := lua-busted lua-check clang-format luarocks procps openssl curl docker.io podman catatonit docker-registry \
               busybox-static $(DEPS_LANGS)
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test soak lint format install uninstall clean paths

@@ -304,13 +304,14 @@ int lb_tar_pack(const lb_file *files, size_t n, uid_t uid, gid_t gid, char **out
 		lb_error *err);
 /* Copies for sandboxes that unpack and pack their own side (containers): lb_tar_host makes the
  * archive of a host file or directory that lb_copy_in would send (entries "llmbox" and
- * "llmbox/...", symlinks and other entries skipped and listed in `skipped`), in memory (*out
- * is malloc'd); lb_tar_extract receives a foreign archive read from in_fd (as lb_tar_entries
+ * "llmbox/...", or root's name instead of "llmbox" when root is not NULL: "." makes a build
+ * context; symlinks and other entries skipped and listed in `skipped`), in memory (*out is
+ * malloc'd); lb_tar_extract receives a foreign archive read from in_fd (as lb_tar_entries
  * reads one) at host_path as lb_copy_out does: a single file under a temporary name renamed
  * over host_path when complete, a directory beneath host_path; its links and special files
  * are skipped and listed in `skipped` under the names lb_copy_out gives them ("llmbox/..."). */
-int lb_tar_host(const char *host_path, char **out, size_t *len, char *skipped, size_t skipped_len,
-		lb_error *err);
+int lb_tar_host(const char *host_path, const char *root, char **out, size_t *len, char *skipped,
+		size_t skipped_len, lb_error *err);
 int lb_tar_extract(int in_fd, const char *host_path, uint64_t max_bytes, char *skipped,
 		   size_t skipped_len, lb_error *err);
 

@@ -43,7 +43,7 @@
  *                                         someone else made, read as untrusted; lb_tar_entries)
  *   core.tar_pack(files [, uid, gid])  -> archive | nil, err (files as a run's, for a
  *                                         container's `tar -x -C /`; lb_tar_pack)
- *   core.tar_host(host_path)           -> archive [, skipped] | nil, err (what copy_in sends)
+ *   core.tar_host(host_path [, root])  -> archive [, skipped] | nil, err (what copy_in sends)
  *   core.tar_extract(archive, host_path [, max]) -> true [, skipped] | nil, err (as copy_out)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
@@ -1037,15 +1037,17 @@ static int l_tar_extract(lua_State *L)
 	return 1 + push_skipped(L, skipped);
 }
 
-/* core.tar_host(host_path) -> archive [, { skipped name, ... }] | nil, err, errno_name: what
- * copy_in would send of a host file or directory (lb_tar_host). */
+/* core.tar_host(host_path [, root]) -> archive [, { skipped name, ... }] | nil, err, errno_name:
+ * what copy_in would send of a host file or directory (lb_tar_host); root "." names the entries
+ * "./..." (a build context). */
 static int l_tar_host(lua_State *L)
 {
 	const char *host_path = luaL_checkstring(L, 1);
+	const char *root = luaL_optstring(L, 2, NULL);
 	char *out, skipped[2048] = "";
 	size_t len;
 	lb_error err = {0};
-	if (lb_tar_host(host_path, &out, &len, skipped, sizeof skipped, &err) < 0)
+	if (lb_tar_host(host_path, root, &out, &len, skipped, sizeof skipped, &err) < 0)
 		return lb_lua_push_error(L, &err);
 	lua_pushlstring(L, out, len);
 	free(out);

@@ -187,7 +187,8 @@ static int add_dir(struct walk *w, int dirfd, const char *name, const struct sta
 }
 
 /* Streams the file or directory open at `fd` as a tar to out_fd. */
-static int send_tree(int fd, int out_fd, uint64_t max, int report, struct walk *w, lb_error *err)
+static int send_tree(int fd, const char *root, int out_fd, uint64_t max, int report, struct walk *w,
+		     lb_error *err)
 {
 	memset(w, 0, sizeof *w);
 	w->out_fd = out_fd;
@@ -206,9 +207,9 @@ static int send_tree(int fd, int out_fd, uint64_t max, int report, struct walk *
 	else if (fstat(fd, &st) < 0)
 		lb_fail_sys(err, errno, "fstat");
 	else if (S_ISREG(st.st_mode))
-		rc = add_file(w, fd, ROOT, &st);
+		rc = add_file(w, fd, root, &st);
 	else if (S_ISDIR(st.st_mode))
-		rc = add_dir(w, fd, ROOT, &st, 0);
+		rc = add_dir(w, fd, root, &st, 0);
 	else
 		lb_fail(err, EINVAL, "not a regular file or a directory");
 	if (rc == 0 && archive_write_close(w->a) != ARCHIVE_OK)
@@ -506,7 +507,7 @@ static int jail_send(int ws, int pipe_fd, const char *rel, unsigned mode, uint64
 	if (fd < 0)
 		return lb_fail_sys(err, errno, "opening %s (symlinks and \"..\" are refused)", rel);
 	struct walk w;
-	return send_tree(fd, pipe_fd, max, report, &w, err);
+	return send_tree(fd, ROOT, pipe_fd, max, report, &w, err);
 }
 
 /* The host file or directory a copy in sends, opened for reading: its fd and stat, or -1. */
@@ -547,7 +548,7 @@ int lb_copy_in(lb_jail *j, const char *host_path, const char *jail_path, unsigne
 	int rc = -1;
 	if (pid > 0) {
 		struct walk w;
-		rc = send_tree(src, pipefd[1], 0, -1, &w, err);
+		rc = send_tree(src, ROOT, pipefd[1], 0, -1, &w, err);
 		close(pipefd[1]);
 		pipefd[1] = -1;
 		if (skipped && skipped_len)
@@ -846,11 +847,14 @@ int lb_tar_extract(int in_fd, const char *host_path, uint64_t max_bytes, char *s
 	return host_receive(in_fd, NULL, host_path, max_bytes, skipped, skipped_len, err);
 }
 
-int lb_tar_host(const char *host_path, char **out, size_t *len, char *skipped, size_t skipped_len,
-		lb_error *err)
+int lb_tar_host(const char *host_path, const char *root, char **out, size_t *len, char *skipped,
+		size_t skipped_len, lb_error *err)
 {
 	*out = NULL;
 	*len = 0;
+	/* one plain name, or "." (a build context: entries "./Dockerfile", ...) */
+	if (root && (!*root || strchr(root, '/') || strcmp(root, "..") == 0))
+		return lb_fail(err, EINVAL, "tar_host: the root must be one plain name or \".\"");
 	struct stat st;
 	_cleanup_fd_ int src = open_source(host_path, &st, err);
 	if (src < 0)
@@ -859,7 +863,7 @@ int lb_tar_host(const char *host_path, char **out, size_t *len, char *skipped, s
 	if (mem < 0)
 		return lb_fail_sys(err, errno, "memfd_create");
 	struct walk w;
-	if (send_tree(src, mem, 0, -1, &w, err) < 0)
+	if (send_tree(src, root ? root : ROOT, mem, 0, -1, &w, err) < 0)
 		return -1;
 	if (skipped && skipped_len)
 		snprintf(skipped, skipped_len, "%s", w.skipped);

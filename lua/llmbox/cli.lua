@@ -46,6 +46,11 @@ Options:
   --image IMAGE         the image to run in, for backends that run images (default:
                         $LLMBOX_IMAGE, else the language's own; native runs the host's
                         interpreters and refuses one)
+  --pull WHEN           missing (default: pull the image when the engine lacks it, with the
+                        engine's progress on stderr), never, or always
+  --dockerfile PATH     build the image from PATH (its directory is the build context; the
+                        steps get no network) and run in it; removed afterwards unless
+                        --image names it
   -p, --policy POLICY   policy name (policies/NAME.lua) or path to a policy file
                         (default: $LLMBOX_POLICY or "default")
   -t, --timeout SECS    wall-clock limit in decimal seconds (5, 0.5), at most the policy's
@@ -76,7 +81,7 @@ end
 
 local RUN_SPEC = {
     ["-l"] = "lang", ["--lang"] = "lang", ["-b"] = "backend", ["--backend"] = "backend",
-    ["--image"] = "image",
+    ["--image"] = "image", ["--pull"] = "pull", ["--dockerfile"] = "dockerfile",
     ["-p"] = "policy", ["--policy"] = "policy", ["-t"] = "timeout", ["--timeout"] = "timeout",
     ["-c"] = "code", ["--code"] = "code", ["--json"] = { flag = "json" },
     ["-i"] = { flag = "stdin" }, ["--stdin"] = { flag = "stdin" },
@@ -86,7 +91,8 @@ local RUN_SPEC = {
 }
 
 local EXEC_SPEC = {
-    ["-b"] = "backend", ["--backend"] = "backend", ["--image"] = "image", ["-p"] = "policy", ["--policy"] = "policy",
+    ["-b"] = "backend", ["--backend"] = "backend", ["--image"] = "image", ["--pull"] = "pull",
+    ["--dockerfile"] = "dockerfile", ["-p"] = "policy", ["--policy"] = "policy",
     ["-t"] = "timeout", ["--timeout"] = "timeout", ["--json"] = { flag = "json" },
     ["-i"] = { flag = "stdin" }, ["--stdin"] = { flag = "stdin" },
     ["-q"] = { flag = "quiet" }, ["--quiet"] = { flag = "quiet" },
@@ -96,6 +102,25 @@ local CHECK_SPEC = {
     ["-l"] = "lang", ["--lang"] = "lang", ["-p"] = "policy", ["--policy"] = "policy",
     ["-c"] = "code", ["--code"] = "code", ["--json"] = { flag = "json" },
 }
+
+-- --pull, and the engine's progress on stderr while an image is pulled (one line per layer and
+-- state, not every byte's): for backends that run images; nil for the others.
+local function image_pull(opts)
+    local backends = require "llmbox.backends"
+    local driver = backends.get(opts.backend or backends.default())
+    if not (driver and driver.capabilities.images) then return opts.pull, nil end
+    local last = {}
+    return opts.pull, function(doc)
+        if doc.stream then -- a build's output
+            if doc.stream:find("%S") then io.stderr:write("llmbox: building: ", (doc.stream:gsub("\n$", "")), "\n") end
+            return
+        end
+        local id, status = doc.id or "", doc.status or ""
+        if last[id] == status then return end
+        last[id] = status
+        io.stderr:write(("llmbox: pulling: %s%s\n"):format(id ~= "" and id .. ": " or "", status))
+    end
+end
 
 -- The run's options shared by run and exec; `term` streams the output (nil with --json).
 local function run_opts(opts, timeout, term)
@@ -152,6 +177,8 @@ function _M.run(argv)
     local o = run_opts(opts, timeout, term)
     o.args, o.libraries = opts.rest, libraries
     o.lang, o.policy, o.backend, o.image = lang or "python", opts.policy, opts.backend, opts.image
+    o.pull, o.on_progress = image_pull(opts)
+    o.dockerfile = opts.dockerfile
     -- llmbox.run admits the code before it creates the sandbox: refused code costs none
     local r, rerr, report = llmbox.run(code, o)
     if not r then
@@ -171,7 +198,9 @@ function _M.exec(argv)
     if #cmd == 0 then return die("exec needs a command: llmbox exec [OPTIONS] -- CMD [ARGS...]") end
     local timeout, terr = cli_args.timeout(opts.timeout)
     if terr then return die(terr) end
-    local s, err = llmbox.session({ policy = opts.policy, backend = opts.backend, image = opts.image })
+    local pull, on_progress = image_pull(opts)
+    local s, err = llmbox.session({ policy = opts.policy, backend = opts.backend, image = opts.image, pull = pull,
+        on_progress = on_progress, dockerfile = opts.dockerfile })
     if not s then return die(err) end
     local term = not opts.json and output.terminal() or nil
     local r, rerr = s:exec(cmd, run_opts(opts, timeout, term))

@@ -34,11 +34,15 @@ function _M.run(code, opts)
     local admission, aerr, report = admit.run(code, recipe, p, libraries)
     if not admission then return nil, aerr, report end
     local s
-    s, err = session.new({ lang = recipe.name, policy = p, backend = opts.backend, image = opts.image })
+    local SESSION_KEYS = { lang = 1, policy = 1, backend = 1, image = 1, pull = 1, keep_image = 1, on_progress = 1,
+        runtime = 1, dockerfile = 1 }
+    s, err = session.new({ lang = recipe.name, policy = p, backend = opts.backend, image = opts.image,
+        pull = opts.pull, keep_image = opts.keep_image, on_progress = opts.on_progress, runtime = opts.runtime,
+        dockerfile = opts.dockerfile })
     if not s then return nil, err end
     local run_opts = {}
     for k, v in pairs(opts) do
-        if k ~= "lang" and k ~= "policy" and k ~= "backend" and k ~= "image" then run_opts[k] = v end
+        if not SESSION_KEYS[k] then run_opts[k] = v end
     end
     local r, rerr, rreport = s:run(code, run_opts, admission)
     s:close()

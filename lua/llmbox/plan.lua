@@ -83,6 +83,11 @@ function _M.sandbox(policy, recipe, request)
     return {
         -- the image the caller named (backends that run images need one; native refuses one)
         image = request and request.image or nil,
+        -- how the backend gets that image: { policy = "missing" | "never" | "always", keep,
+        -- on_progress } (llmbox.backends.images)
+        pull = request and request.pull or nil,
+        -- or how it is built: { dockerfile = path }, the Dockerfile's directory the context
+        build = request and request.build or nil,
         policy = { name = policy.name, path = policy.path },
         network = { mode = policy.network.mode },
         mounts = mounts(policy, recipe),

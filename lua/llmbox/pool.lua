@@ -45,7 +45,6 @@ local schema = require "llmbox.schema"
 local recipes = require "llmbox.recipes"
 local backends = require "llmbox.backends"
 local session = require "llmbox.session"
-local plan = require "llmbox.plan"
 local util = require "llmbox.util"
 
 local now_ms = util.now_ms
@@ -89,7 +88,8 @@ _M.schema = {
 
 local HOOK_TIMEOUT = 0.1 -- seconds a pool policy's hook may take
 
-local OPTION_KEYS = { lang = 1, backend = 1, policy = 1, pool_policy = 1, env = 1, resume = 1, image = 1 }
+local OPTION_KEYS = { lang = 1, backend = 1, policy = 1, pool_policy = 1, env = 1, resume = 1, image = 1, pull = 1,
+    runtime = 1 }
 
 -- policies/pools/NAME.lua in the policy directories, or a path
 local function find_pool_policy(what)
@@ -141,9 +141,7 @@ function _M.new(opts)
         end
     end
     if type(opts.lang) ~= "string" then error("pool: lang is required (e.g. lang = \"python\")", 2) end
-    if opts.image ~= nil and (type(opts.image) ~= "string" or opts.image == "") then
-        error("pool: image must be an image name (\"python:3.12-slim\")", 2)
-    end
+    session.check_image_opts(opts, "pool", 2)
     if opts.resume ~= nil and type(opts.resume) ~= "function" then
         error("pool: resume must be a function(co, ...) that hands the coroutine to your scheduler", 2)
     end
@@ -162,15 +160,22 @@ function _M.new(opts)
         return nil, format("backend %q runs no images (image %q): leave image out, or use a backend that "
             .. "runs them", driver.name, opts.image)
     end
+
     local sec
     sec, err = session.load_policy(opts.policy)
     if not sec then return nil, err end
     if #settings.libraries > 0 and not sec.libraries.allow then
         return nil, format("pool: libraries are listed but policy %q does not allow installs", sec.name)
     end
+    -- every sandbox of the pool is opened from one spec (the image, pulled when missing by the
+    -- first open, and the engine options folded in)
+    local spec
+    spec, err = session.sandbox_spec(driver, sec, recipe, { image = opts.image, pull = opts.pull,
+        runtime = opts.runtime })
+    if not spec then return nil, err end
     local self = setmetatable({
         settings = settings, recipe = recipe, driver = driver, policy = sec, env = opts.env,
-        image = plan.image(driver, recipe, opts.image),
+        spec = spec,
         resume = opts.resume,
         idle = {},     -- ready slots, oldest first
         dirty = {},    -- slots given back for reuse, emptied by maintain() (or a miss)
@@ -196,7 +201,7 @@ end
 -- ---- slots ----
 
 function Pool:_new_slot(temporary)
-    local handle, err = self.driver.open(plan.sandbox(self.policy, self.recipe, { image = self.image }))
+    local handle, err = self.driver.open(self.spec)
     if not handle then
         self.counters.failures = self.counters.failures + 1
         return nil, "cannot create a pooled sandbox: " .. tostring(err)

@@ -9,6 +9,7 @@ local backends = require "llmbox.backends"
 local artifacts = require "llmbox.artifacts"
 local warm = require "llmbox.warm"
 local plan = require "llmbox.plan"
+local images_pull = require("llmbox.backends.images").PULL
 
 local type, pairs, ipairs, tostring, setmetatable = type, pairs, ipairs, tostring, setmetatable
 local sort, format = table.sort, string.format
@@ -41,26 +42,81 @@ local function check_env(env, level)
     end
 end
 
---- llmbox.session{ lang = "python", policy = "default", backend = "native", env = {} [, image = "..."] }
+-- The options of a session's image, for backends that run images (docker, podman).
+local IMAGE_OPTS = { image = 1, pull = 1, keep_image = 1, on_progress = 1, runtime = 1, dockerfile = 1 }
+
+--- checks the image options of a session or pool (what = "session" | "pool"); caller mistakes raise
+function _M.check_image_opts(opts, what, level)
+    if opts.image ~= nil and (type(opts.image) ~= "string" or opts.image == "") then
+        error(what .. ": image must be an image name (\"python:3.12-slim\")", level + 1)
+    end
+    if opts.pull ~= nil and not images_pull[opts.pull] then
+        error(format("%s: pull must be \"missing\" (the default), \"never\" or \"always\", got %s", what,
+            tostring(opts.pull)), level + 1)
+    end
+    if opts.keep_image ~= nil and type(opts.keep_image) ~= "boolean" then
+        error(what .. ": keep_image must be a boolean", level + 1)
+    end
+    if opts.on_progress ~= nil and type(opts.on_progress) ~= "function" then
+        error(what .. ": on_progress must be a function", level + 1)
+    end
+    if opts.dockerfile ~= nil and (type(opts.dockerfile) ~= "string" or opts.dockerfile == "") then
+        error(what .. ": dockerfile must be the path of a Dockerfile", level + 1)
+    end
+    if opts.runtime ~= nil and type(opts.runtime) ~= "table" then
+        error(what .. ": runtime must be a table of engine options ({ mem_limit = \"256m\" })", level + 1)
+    end
+end
+
+--- the sandbox spec (plan.sandbox's) for a session's or pool's options: the image and how to
+--- get it, and the engine options (runtime = { ... }, llmbox.backends.runtime) folded in; nil, err
+--- when the backend runs no images but image options were given, or an option is refused
+function _M.sandbox_spec(driver, policy, recipe, opts)
+    if not driver.capabilities.images then
+        for _, k in ipairs({ "pull", "keep_image", "on_progress", "runtime", "dockerfile" }) do
+            if opts[k] ~= nil then
+                return nil, format("backend %q runs no images: %s applies to backends that do (docker, podman)",
+                    driver.name, k)
+            end
+        end
+    end
+    local request = { image = plan.image(driver, recipe, opts.image),
+        pull = { policy = opts.pull, keep = opts.keep_image, on_progress = opts.on_progress } }
+    if opts.dockerfile then
+        if opts.pull then return nil, "pull and dockerfile: an image is either pulled or built, not both" end
+        -- built under the caller's name, else under one of llmbox's that goes with the session
+        -- (unless keep_image = true)
+        request.image = opts.image or ("localhost/llmbox-build:" .. util.random_hex(8))
+        request.build = { dockerfile = opts.dockerfile }
+        if opts.keep_image == nil then request.pull.keep = opts.image ~= nil end
+    end
+    local spec = plan.sandbox(policy, recipe, request)
+    if opts.runtime == nil then return spec end
+    return require("llmbox.backends.runtime").apply(spec, opts.runtime)
+end
+
+--- llmbox.session{ lang = "python", policy = "default", backend = "native", env = {} [, image = "...",
+---   pull = "missing" | "never" | "always", keep_image = true, on_progress = function(doc),
+---   runtime = { engine options }, dockerfile = "path/Dockerfile"] }
 --- llmbox.session{ pool = p [, env = {}] }: a lease from a pool (llmbox.pool); close() returns it
 function _M.new(opts)
     opts = opts or {}
     if type(opts) ~= "table" then error("session options must be a table", 2) end
     for k in pairs(opts) do
-        if not ({ lang = 1, policy = 1, backend = 1, env = 1, pool = 1, image = 1 })[k] then
-            error(format("session: unknown option %q (known: lang, policy, backend, env, pool, image)", tostring(k)), 2)
+        if not ({ lang = 1, policy = 1, backend = 1, env = 1, pool = 1 })[k] and not IMAGE_OPTS[k] then
+            error(format("session: unknown option %q (known: lang, policy, backend, env, pool, image, pull, "
+                .. "keep_image, on_progress, runtime, dockerfile)", tostring(k)), 2)
         end
     end
     check_env(opts.env, 2)
-    if opts.image ~= nil and (type(opts.image) ~= "string" or opts.image == "") then
-        error("session: image must be an image name (\"python:3.12-slim\")", 2)
-    end
+    _M.check_image_opts(opts, "session", 2)
     if opts.pool ~= nil then
         if type(opts.pool) ~= "table" or type(opts.pool.acquire) ~= "function" then
             error("session: pool must be a pool made by llmbox.pool{...}", 2)
         end
-        if opts.lang or opts.policy or opts.backend or opts.image then
-            error("session: lang, policy, backend and image come from the pool; give only pool (and env)", 2)
+        if opts.lang or opts.policy or opts.backend or opts.image or opts.pull or opts.keep_image ~= nil
+            or opts.on_progress or opts.runtime or opts.dockerfile then
+            error("session: lang, policy, backend and the image come from the pool; give only pool (and env)", 2)
         end
         return opts.pool:acquire({ env = opts.env })
     end
@@ -75,8 +131,11 @@ function _M.new(opts)
     local driver
     driver, err = backends.get(opts.backend or backends.default())
     if not driver then return nil, err end
+    local spec
+    spec, err = _M.sandbox_spec(driver, policy, recipe, opts)
+    if not spec then return nil, err end
     local handle
-    handle, err = driver.open(plan.sandbox(policy, recipe, { image = plan.image(driver, recipe, opts.image) }))
+    handle, err = driver.open(spec)
     if not handle then return nil, "cannot create the sandbox: " .. tostring(err) end
     return _M.wrap(driver, policy, recipe, handle, opts.env)
 end

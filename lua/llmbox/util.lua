@@ -14,6 +14,19 @@ int nanosleep(const llmbox_timespec *req, llmbox_timespec *rem);
 local timespec = ffi.typeof("llmbox_timespec")
 
 -- Milliseconds of CLOCK_MONOTONIC (os.clock is CPU time, os.time has whole seconds).
+--- util.random_hex(n) -> n random bytes from the kernel, as hex
+function _M.random_hex(n)
+    local f = assert(io.open("/dev/urandom", "rb"))
+    local bytes = f:read(n)
+    f:close()
+    return (bytes:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
+
+--- util.url_encode(s) -> s with every byte but RFC 3986's unreserved ones percent-encoded
+function _M.url_encode(s)
+    return (s:gsub("[^%w%-%._~]", function(c) return string.format("%%%02X", c:byte()) end))
+end
+
 function _M.now_ms()
     local ts = timespec()
     ffi.C.clock_gettime(1, ts)

@@ -47,7 +47,9 @@ describe("container create body #unpriv", function()
         assert.equal(("rw,exec,nosuid,nodev,size=%d,mode=1777"):format(p.limits.tmp), h.Tmpfs["/tmp"])
         assert.equal(p.limits.memory, h.Memory)
         assert.equal(p.limits.memory, h.MemorySwap) -- no swap beyond the ceiling
-        assert.equal(p.limits.processes + 4, h.PidsLimit) -- init, the keeper, its sleep, the wrapper
+        -- root's own tmpfs (the helper, the keeper's FIFO, a run's counts), out of the programs' sight
+        assert.equal("rw,exec,nosuid,nodev,size=4194304,mode=0700", h.Tmpfs["/.llmbox"])
+        assert.equal(p.limits.processes + 5, h.PidsLimit) -- init, the keeper, its sleep, the wrapper, the helper
         assert.same({ { Name = "nofile", Soft = p.limits.open_files, Hard = p.limits.open_files } }, h.Ulimits)
         assert.equal("1", body.Labels["io.llmbox.managed"])
         assert.equal("default", body.Labels["io.llmbox.policy"])

@@ -284,6 +284,26 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.is_nil(helpers.read(dir .. "/big"))
         end)
 
+        it("honours the engine options that tighten the sandbox, and refuses one that loosens it", function()
+            if not needs_engine() then return end
+            local llmbox = require "llmbox"
+            local s = assert(llmbox.session({ backend = kind, lang = "shell", image = busybox.IMAGE,
+                runtime = { mem_limit = "64m", tmpfs = { ["/scratch"] = "size=2m" }, ulimits = { nofile = 64 } } }))
+            finally(function() s:close() end)
+            local r = assert(s:run("cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || "
+                .. "cat /sys/fs/cgroup/memory.max; echo x > /scratch/f && cat /scratch/f; ulimit -n; "
+                .. "head -c 3000000 /dev/zero > /scratch/big || echo full"))
+            assert.equal("67108864\nx\n64\nfull\n", r.stdout)
+            -- emptied for the next user, as the workspace is
+            assert(s.handle:reset())
+            r = assert(s:run("ls -A /scratch | wc -l"))
+            assert.equal("0\n", r.stdout)
+            local s2, err = llmbox.session({ backend = kind, lang = "shell", image = busybox.IMAGE,
+                runtime = { cap_add = { "SYS_ADMIN" } } })
+            assert.is_nil(s2)
+            assert.matches("runtime.cap_add = SYS_ADMIN is refused", err, 1, true)
+        end)
+
         it("refuses what it cannot do yet, saying so", function()
             if not needs_engine() then return end
             local ok, err = run({ "true" }, { host_network = true })

@@ -48,11 +48,35 @@ start)
 	else
 		echo "engines: dockerd is not installed"
 	fi
+	# the test registry (Debian's docker-registry) on loopback, for the image pull specs
+	# (spec/02-integration/images_spec.lua); dockerd takes a loopback registry over plain
+	# HTTP, Podman is told so by the registries.conf it starts with
+	if curl -sf --max-time 2 http://127.0.0.1:5055/v2/ >/dev/null 2>&1; then
+		echo "engines: the test registry already running"
+	elif command -v docker-registry >/dev/null 2>&1; then
+		mkdir -p "$state/registry"
+		printf 'version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:5055\n' \
+			"$state/registry" >"$state/registry.yml"
+		docker-registry serve "$state/registry.yml" >"$state/registry.log" 2>&1 &
+		echo $! >"$state/registry.pid"
+		i=0
+		until curl -sf --max-time 2 http://127.0.0.1:5055/v2/ >/dev/null 2>&1; do
+			i=$((i + 1))
+			if [ $i -gt 40 ]; then echo "engines: the test registry did not come up (see $state/registry.log)"; break; fi
+			sleep 0.25
+		done
+		[ $i -gt 40 ] || echo "engines: started the test registry on 127.0.0.1:5055"
+	else
+		echo "engines: docker-registry is not installed"
+	fi
 	if answers /run/podman/podman.sock; then
 		echo "engines: the podman API service already running"
 	elif command -v podman >/dev/null 2>&1; then
 		mkdir -p /run/podman
-		podman system service --time=0 unix:///run/podman/podman.sock >"$state/podman.log" 2>&1 &
+		cat /etc/containers/registries.conf >"$state/registries.conf" 2>/dev/null
+		printf '\n[[registry]]\nlocation = "localhost:5055"\ninsecure = true\n' >>"$state/registries.conf"
+		CONTAINERS_REGISTRIES_CONF="$state/registries.conf" \
+			podman system service --time=0 unix:///run/podman/podman.sock >"$state/podman.log" 2>&1 &
 		echo $! >"$state/podman.pid"
 		wait_for podman /run/podman/podman.sock "$state/podman.pid" || rm -f "$state/podman.pid"
 	else
@@ -60,7 +84,7 @@ start)
 	fi
 	;;
 stop)
-	for name in dockerd podman; do
+	for name in dockerd podman registry; do
 		[ -s "$state/$name.pid" ] || continue
 		pid=$(cat "$state/$name.pid")
 		kill "$pid" 2>/dev/null

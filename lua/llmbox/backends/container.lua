@@ -284,6 +284,8 @@ function _M.create_body(spec, opts)
         Privileged = false,
         AutoRemove = false,
     }
+    -- more size-limited tmpfs the caller asked for (runtime = { tmpfs = ... }), the sandbox user's
+    for path, bytes in pairs(spec.tmpfs or {}) do host.Tmpfs[path] = tmpfs(bytes, "1777") end
     if opts.kind == "podman" then
         -- Podman's compatible API ignores MaskedPaths: its own security option says the same
         host.SecurityOpt[#host.SecurityOpt + 1] = "mask=" .. table.concat(_M.MASKED_PATHS, ":")

@@ -17,6 +17,7 @@
 -- peak memory (max_rss), installs (which need a network) and image pulls/builds; what is
 -- refused says so.
 local container = require "llmbox.backends.container"
+local images = require "llmbox.backends.images"
 local engine = require "llmbox.engine"
 local core = require "llmbox.core"
 local util = require "llmbox.util"
@@ -247,21 +248,10 @@ i=0
 while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done
 exit 0
 ]]
--- n random bytes as hex, from the kernel.
-local function random_hex(n)
-    local f = assert(io.open("/dev/urandom", "rb"))
-    local bytes = f:read(n)
-    f:close()
-    return (bytes:gsub(".", function(c) return format("%02x", c:byte()) end))
-end
 
 local function refuse(kind, what)
     return nil, format("the %s backend cannot %s yet (the container backends are not finished)", kind, what),
         "EOPNOTSUPP"
-end
-
-local function url_encode(s)
-    return (s:gsub("[^%w%-%._~]", function(c) return format("%%%02X", c:byte()) end))
 end
 
 -- A task of the stepped contract (fds/step/result) that does all of fn's work on its first
@@ -336,7 +326,9 @@ function Handle:wrapper_argv(mode, spec, stdin_file)
     for _, c in ipairs(spec.clean or {}) do argv[#argv + 1] = c end
     argv[#argv + 1] = "--"
     argv[#argv + 1] = lim.cpu and tostring(math.ceil(lim.cpu)) or "-"
-    argv[#argv + 1] = lim.open_files and tostring(floor(lim.open_files)) or "-"
+    -- (no more than the container's own ceiling, which the engine options may have lowered)
+    local nofile = lim.open_files and min(lim.open_files, self.spec.limits.open_files or lim.open_files)
+    argv[#argv + 1] = nofile and tostring(floor(nofile)) or "-"
     argv[#argv + 1] = lim.file_size and tostring(floor(lim.file_size / 512)) or "-"
     argv[#argv + 1] = "-" -- memory: the container's ceiling, fitted to the run above
     for _, a in ipairs(spec.argv) do argv[#argv + 1] = a end
@@ -356,7 +348,7 @@ function Handle:run(spec)
     for i, f in ipairs(spec.files or {}) do files[i] = f end
     -- the trailer's nonce: the first 32 bytes on the exec's stdin, before the archive (a file
     -- could not be written to a full /tmp, an argument or variable the program could read)
-    local nonce = random_hex(16)
+    local nonce = util.random_hex(16)
     local stdin_file = ""
     if spec.stdin and #spec.stdin > 0 then
         stdin_file = "/tmp/llmbox/.stdin"
@@ -550,7 +542,7 @@ function Handle:prestart(spec)
     local archive
     archive, err, code = core.tar_pack(spec.files or {}, 1000, 1000)
     if not archive then return nil, err, code end
-    local nonce = random_hex(16)
+    local nonce = util.random_hex(16)
     local x
     x, err, code = self.engine:exec_start(self.id, {
         argv = self:wrapper_argv("warm", spec), env = spec.env, cwd = spec.cwd,
@@ -708,10 +700,12 @@ function Handle:reset()
     if not self.id then return nil, "session is closed" end
     -- one exec as the sandbox user: it kills the user's other processes, then empties
     -- (a directory the program made unreadable is made readable again first)
+    -- (and the tmpfs the caller added: runtime = { tmpfs = ... })
+    local dirs = { "/sandbox", "/tmp", "/dev/shm" }
+    for path in pairs(self.spec.tmpfs or {}) do dirs[#dirs + 1] = path end
     local res, err = self.engine:exec(self.id, { argv = { "/bin/sh", "-c", SWEEP:gsub("exit 0%s*$", "")
-        .. "chmod -R u+rwx /sandbox /tmp /dev/shm 2>/dev/null; "
-        .. "rm -rf /sandbox/* /sandbox/.[!.]* /sandbox/..?* /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* 2>/dev/null; exit 0" },
-        user = container.USER, timeout_ms = INTERNAL_MS })
+        .. 'chmod -R u+rwx "$@" 2>/dev/null; for d; do rm -rf "$d"/* "$d"/.[!.]* "$d"/..?* 2>/dev/null; done; exit 0',
+        "llmbox-reset", unpack(dirs) }, user = container.USER, timeout_ms = INTERNAL_MS })
     if not res then return nil, err end
     return true
 end
@@ -725,6 +719,10 @@ function Handle:close()
     if self.id then
         self.engine:request("DELETE", "/containers/" .. self.id .. "?force=1&v=1")
         self.id = nil
+    end
+    if self.drop_image then
+        images.remove(self.engine, self.drop_image)
+        self.drop_image = nil
     end
     if self.seccomp_file then
         os.remove(self.seccomp_file)
@@ -819,7 +817,7 @@ function _M.driver(kind)
         local e, err = engine.connect(kind)
         if not e then return nil, err end
         local list
-        list, err = e:json("GET", "/containers/json?all=1&filters=" .. url_encode(json.encode(
+        list, err = e:json("GET", "/containers/json?all=1&filters=" .. util.url_encode(json.encode(
             { label = { container.LABEL .. "=1" } })))
         if not list then return nil, err end
         local boot = boot_id()
@@ -852,11 +850,16 @@ function _M.driver(kind)
         end
         local e, err, code = engine.connect(kind)
         if not e then return nil, err, code end
-        local res = e:request("GET", "/images/" .. spec.image .. "/json")
-        if res and res.status == 404 then
-            return nil, format("image %q is not on the %s engine: pull or build it first (`%s pull %s`)", spec.image,
-                engine.KINDS[kind], kind, spec.image)
+        -- pulled when missing (spec.pull says otherwise: "never", "always")
+        local pull = spec.pull or {}
+        local pulled
+        if spec.build then
+            -- built now (the engine's cache makes an unchanged Dockerfile's build quick)
+            pulled, err, code = images.build(e, spec.build.dockerfile, spec.image, pull.on_progress)
+        else
+            pulled, err, code = images.ensure(e, spec.image, { pull = pull.policy, on_progress = pull.on_progress })
         end
+        if pulled == nil then return nil, err, code end
         local made_opts = { image = spec.image, kind = kind, labels = { [container.OWNER] = owner_label() } }
         if kind == "podman" then
             local perr
@@ -866,7 +869,9 @@ function _M.driver(kind)
         end
         local body
         body, err = container.create_body(spec, made_opts)
-        local h = setmetatable({ engine = e, kind = kind, spec = spec, seccomp_file = made_opts.seccomp_file }, Handle)
+        local h = setmetatable({ engine = e, kind = kind, spec = spec, seccomp_file = made_opts.seccomp_file,
+            -- an image this session pulled or built, to remove at close when the caller keeps none
+            drop_image = pulled and pull.keep == false and spec.image or nil }, Handle)
         local made
         if body then made, err, code = e:json("POST", "/containers/create", body) end
         if not made then

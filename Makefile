@@ -15,7 +15,7 @@ LIBDIR  ?= $(PREFIX)/lib/lua/5.1
 DATADIR ?= $(PREFIX)/share/llmbox
 
 PKG_CONFIG ?= pkg-config
-PKGS    := luajit libseccomp libcap libarchive libcurl
+PKGS    := luajit libseccomp libcap libarchive libcurl openssl
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 HARDEN  := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIC
@@ -24,7 +24,8 @@ VISIBILITY := -fvisibility=hidden
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2
 DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive 2>/dev/null)
-CURL_LIBS  = $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
+# OpenSSL (libcurl's TLS here): http.c ends an exec's stdin on a TLS stream with close_notify
+CURL_LIBS  = $(shell $(PKG_CONFIG) --libs libcurl openssl 2>/dev/null)
 LUA_LIBS   = $(shell $(PKG_CONFIG) --libs luajit 2>/dev/null)
 ALL_CFLAGS = $(WARN) $(HARDEN) $(VISIBILITY) $(CFLAGS) $(DEP_CFLAGS)
 ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
@@ -46,7 +47,7 @@ HTTP_MODULE := build/lib/llmbox/http_core.so
 HELPER := build/lib/llmbox/container-exec
 
 # Debian packages: what building needs, and what the specs need on top.
-DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev lua-cjson lua-luv python3
+DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev libssl-dev lua-cjson lua-luv python3
 # Toolchains the language recipes drive (the specs run each one for real). Defined before
 # DEPS_TEST: a `:=` assignment expands what it names at once.
 DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby python3-pip \

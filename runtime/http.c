@@ -14,6 +14,8 @@
 
 #include <curl/curl.h>
 #include <limits.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,6 +503,37 @@ int lb_http_recv(lb_http_req *r, char *buf, size_t cap, size_t *got, lb_error *e
 	return 0;
 }
 
+/* TLS's half-close: the close_notify alert, which the peer reads as the end of its input (as
+ * Docker's own client ends an exec's stdin, Go's tls.Conn.CloseWrite); reading goes on until
+ * the peer's own close_notify. The TCP connection stays whole: TLS may still need to write. */
+static int tls_close_notify(lb_http_req *r, lb_error *err)
+{
+	struct curl_tlssessioninfo *info = NULL;
+	if (curl_easy_getinfo(r->easy, CURLINFO_TLS_SSL_PTR, &info) != CURLE_OK || !info ||
+	    info->backend != CURLSSLBACKEND_OPENSSL || !info->internals)
+		return lb_fail(err, EOPNOTSUPP,
+			       "this libcurl's TLS stream cannot be half-closed (not OpenSSL)");
+	SSL *ssl = info->internals;
+	int fd = lb_http_fd(r);
+	for (int tries = 0; tries < 50; tries++) {
+		ERR_clear_error();
+		int rc = SSL_shutdown(ssl);
+		if (rc >= 0)
+			return 0; /* sent (1: the peer's came too) */
+		int e = SSL_get_error(ssl, rc);
+		if ((e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) || fd < 0) {
+			const char *why = ERR_reason_error_string(ERR_get_error());
+			return lb_fail(err, EPROTO, "ending the TLS stream's input: %s",
+				       why ? why : "SSL_shutdown failed");
+		}
+		struct pollfd p = {.fd = fd,
+				   .events = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN};
+		poll(&p, 1, 100);
+	}
+	return lb_fail(err, ETIMEDOUT,
+		       "ending the TLS stream's input: the alert could not be sent within 5 s");
+}
+
 int lb_http_shutdown_write(lb_http_req *r, lb_error *err)
 {
 	if (stream_ready(r, err) < 0)
@@ -508,7 +541,7 @@ int lb_http_shutdown_write(lb_http_req *r, lb_error *err)
 	const char *scheme = NULL;
 	curl_easy_getinfo(r->easy, CURLINFO_SCHEME, &scheme);
 	if (scheme && strcasecmp(scheme, "https") == 0)
-		return lb_fail(err, EOPNOTSUPP, "a TLS stream cannot be half-closed");
+		return tls_close_notify(r, err);
 	int fd = lb_http_fd(r);
 	if (fd < 0 || shutdown(fd, SHUT_WR) < 0)
 		return lb_fail_sys(err, fd < 0 ? EBADF : errno, "ending the stream's input");

@@ -324,10 +324,16 @@ for _, kind in ipairs({ "docker", "podman" }) do
                 assert.is_nil(none, bad)
                 assert.matches("is not an image reference", err, 1, true)
             end
+            -- missing: pulled, and the pull's failure is the engine's (no registry on localhost:443)
             s.image = "localhost/llmbox-no-such-image:0"
             none, err = driver.open(s)
             assert.is_nil(none)
-            assert.matches('image "localhost/llmbox-no-such-image:0" is not on the', err, 1, true)
+            assert.matches("^pulling localhost/llmbox%-no%-such%-image:0: .*localhost", err)
+            s.pull = { policy = "never" }
+            none, err = driver.open(s)
+            assert.is_nil(none)
+            assert.matches('image "localhost/llmbox-no-such-image:0" is not on the ' .. kind .. ' engine, and pull = "never"',
+                err, 1, true)
         end)
 
         it("removes, in maintain(), what a dead llmbox process left, and nothing else", function()

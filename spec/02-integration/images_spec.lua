@@ -118,7 +118,8 @@ for _, kind in ipairs({ "docker", "podman" }) do
             local s2, err = session(missing)
             assert.is_nil(s2)
             assert.matches("pulling " .. missing:gsub("%p", "%%%0") .. ": ", err)
-            assert.matches("not found\0?", err:lower())
+            local lower = err:lower()
+            assert.is_truthy(lower:find("not found", 1, true) or lower:find("manifest unknown", 1, true), err)
         end)
 
         it("pulls through the CLI with progress on stderr, and refuses --pull on the native backend", function()
@@ -159,8 +160,18 @@ for _, kind in ipairs({ "docker", "podman" }) do
                 return
             end
             assert(busybox.ensure(e))
+            if kind == "podman" then
+                -- Podman 4.3's build API runs the steps in the host's network namespace
+                local s, err = llmbox.session({ backend = kind, lang = "shell",
+                    dockerfile = context("FROM " .. busybox.IMAGE .. "\n") .. "/Dockerfile" })
+                assert.is_nil(s)
+                assert.matches("building from a Dockerfile is refused on podman", err, 1, true)
+                assert.matches("host's network namespace", err, 1, true)
+                return
+            end
+            -- /proc/net/dev: the interfaces of the step's own network namespace
             local dir = context("FROM " .. busybox.IMAGE .. "\nCOPY greeting.txt /opt/greeting.txt\n"
-                .. "RUN ls /sys/class/net > /opt/nets\n")
+                .. "RUN grep -o '^ *[a-z0-9]*:' /proc/net/dev | tr -d ' :' > /opt/nets\n")
             local docs = {}
             local s = assert(llmbox.session({ backend = kind, lang = "shell", dockerfile = dir .. "/Dockerfile",
                 on_progress = function(d) docs[#docs + 1] = d end }))
@@ -181,21 +192,24 @@ for _, kind in ipairs({ "docker", "podman" }) do
             images.remove(e, named)
         end)
 
-        it("names the step that failed, in the engine's words", function()
-            local why_not = busybox.unavailable(kind, e, why)
-            if why_not then
-                pending(why_not)
-                return
-            end
-            assert(busybox.ensure(e))
-            local dir = context("FROM " .. busybox.IMAGE .. "\nRUN echo about to fail && false\n")
-            local s, err = llmbox.session({ backend = kind, lang = "shell", dockerfile = dir .. "/Dockerfile" })
-            assert.is_nil(s)
-            assert.matches("building localhost/llmbox-build:%x+ from .*Dockerfile: ", err)
-            assert.matches("false", err, 1, true)
-            local _, err2 = llmbox.session({ backend = kind, lang = "shell", dockerfile = dir .. "/NoSuchDockerfile" })
-            assert.matches("NoSuchDockerfile", err2, 1, true)
-        end)
+        -- (podman's builds are refused: the spec above)
+        if kind == "docker" then
+            it("names the step that failed, in the engine's words", function()
+                local why_not = busybox.unavailable(kind, e, why)
+                if why_not then
+                    pending(why_not)
+                    return
+                end
+                assert(busybox.ensure(e))
+                local dir = context("FROM " .. busybox.IMAGE .. "\nRUN echo about to fail && false\n")
+                local s, err = llmbox.session({ backend = kind, lang = "shell", dockerfile = dir .. "/Dockerfile" })
+                assert.is_nil(s)
+                assert.matches("building localhost/llmbox%-build:%x+ from .*Dockerfile: ", err)
+                assert.matches("false", err, 1, true)
+                local _, err2 = llmbox.session({ backend = kind, lang = "shell", dockerfile = dir .. "/NoSuchDockerfile" })
+                assert.matches("NoSuchDockerfile", err2, 1, true)
+            end)
+        end
     end)
 end
 

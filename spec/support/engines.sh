@@ -33,6 +33,23 @@ wait_for() { # name, socket, pidfile
 	echo "engines: started $1"
 }
 
+tls_material() { # dir: a throwaway CA, a server certificate for 127.0.0.1, a client certificate
+	rm -rf "$1" && mkdir -p "$1" && cd "$1" || return 1
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=llmbox test CA" -keyout ca-key.pem -out ca.pem &&
+		openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server-key.pem -out server.csr &&
+		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >server.ext &&
+		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 \
+			-extfile server.ext -out server-cert.pem &&
+		openssl req -newkey rsa:2048 -nodes -subj "/CN=llmbox client" -keyout key.pem -out client.csr &&
+		printf 'extendedKeyUsage=clientAuth\n' >client.ext &&
+		openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 \
+			-extfile client.ext -out cert.pem &&
+		chmod 600 ./*key.pem
+	rc=$?
+	cd - >/dev/null || return 1
+	return $rc
+}
+
 case $cmd in
 start)
 	if [ "$(id -u)" != 0 ]; then
@@ -42,7 +59,17 @@ start)
 	if answers /var/run/docker.sock; then
 		echo "engines: dockerd already running"
 	elif command -v dockerd >/dev/null 2>&1; then
-		dockerd --bridge=none --iptables=false --ip-masq=false >"$state/dockerd.log" 2>&1 &
+		# and on loopback TCP with TLS client certificates (spec/02-integration/engine_tls_spec.lua):
+		# a CA, the server's certificate, and the client's as DOCKER_CERT_PATH wants them
+		tcp=
+		if tls_material "$state/tls" >"$state/tls.log" 2>&1; then
+			tcp="-H tcp://127.0.0.1:2376 --tlsverify --tlscacert=$state/tls/ca.pem --tlscert=$state/tls/server-cert.pem --tlskey=$state/tls/server-key.pem"
+		else
+			echo "engines: no TLS material for dockerd's TCP listener (see $state/tls.log)"
+		fi
+		# shellcheck disable=SC2086 # $tcp is several arguments
+		dockerd --bridge=none --iptables=false --ip-masq=false -H unix:///var/run/docker.sock $tcp \
+			>"$state/dockerd.log" 2>&1 &
 		echo $! >"$state/dockerd.pid"
 		wait_for dockerd /var/run/docker.sock "$state/dockerd.pid" || rm -f "$state/dockerd.pid"
 	else

@@ -853,7 +853,14 @@ function _M.driver(kind)
         -- pulled when missing (spec.pull says otherwise: "never", "always")
         local pull = spec.pull or {}
         local pulled
-        if spec.build then
+        if spec.build and kind == "podman" then
+            -- measured on Podman 4.3: its build API (compatible and libpod) ignores
+            -- networkmode=none and runs RUN steps in the host's network namespace
+            return nil, format("building from a Dockerfile is refused on podman: Podman %s runs the steps in the "
+                .. "host's network namespace (its build API ignores networkmode=none), and no sandbox may reach the "
+                .. "host's network; build the image yourself (`podman build --network=none ...`) and name it with "
+                .. "image = (--image)", e.version), "EOPNOTSUPP"
+        elseif spec.build then
             -- built now (the engine's cache makes an unchanged Dockerfile's build quick)
             pulled, err, code = images.build(e, spec.build.dockerfile, spec.image, pull.on_progress)
         else

@@ -3,19 +3,21 @@
 -- the archives are the C core's (runtime/http.c, transfer.c); this file says which calls to
 -- make, in which order.
 --
--- A run is one exec of a small shell wrapper (root's where the image has util-linux's setpriv,
--- dropping to the sandbox user for the program; else the sandbox user's): it unpacks the run's
--- files (an archive core.tar_pack made, sent on stdin after the run's nonce) and the program's
--- stdin as a file, removes what the run cleans, sets the rlimits (cpu, open files, file size),
--- runs the program and, once it has ended, kills whatever it left behind and writes the run's
--- report line (TRAILER_PREFIX). Memory, processes and CPU share are the container's cgroup's,
--- set for each run (Handle:fit). The client holds the wall clock and the output cap; when
--- either fires, the container's keeper kills every process but init and itself (Handle:sweep):
--- the Docker API cannot kill an exec.
+-- A run is one exec of a small shell wrapper, root's, that drops to the sandbox user through
+-- llmbox's static helper (backends/container_exec.c, placed at open in root's private tmpfs;
+-- else util-linux's setpriv; else the wrapper is the sandbox user's): it unpacks the run's files
+-- (an archive core.tar_pack made, sent on stdin after the run's nonce) and the program's stdin
+-- as a file, removes what the run cleans, sets the rlimits (cpu, open files, file size), runs
+-- the program and, once it has ended, kills whatever it left behind and writes the run's report
+-- line (TRAILER_PREFIX: the cgroup counts, the helper's peak memory and CPU time). Memory,
+-- processes and CPU share are the container's cgroup's, set for each run (Handle:fit). The
+-- client holds the wall clock and the output cap; when either fires, the container's keeper
+-- kills every process but init and itself (Handle:sweep): the Docker API cannot kill an exec.
+-- Pools' warm starts keep an exec of the wrapper open (its warm mode, Handle:prestart).
 --
--- Not built yet (the docker/podman issue says what is missing): pools' warm start, a run's
--- peak memory (max_rss), installs (which need a network) and image pulls/builds; what is
--- refused says so.
+-- Not built yet (the docker/podman issue says what is missing): installs (which need a
+-- network), committing a container, attaching to one llmbox did not make; what is refused
+-- says so.
 local container = require "llmbox.backends.container"
 local images = require "llmbox.backends.images"
 local engine = require "llmbox.engine"
@@ -134,12 +136,13 @@ local function trailer_filter(marker)
 end
 
 -- The run's wrapper; its stdin is the run's nonce (32 bytes), then the archive of its files.
--- $1: "root" when it runs as root (the image has setpriv): then the program and everything
--- that touches the sandbox's files run as the sandbox user, and the program cannot signal
--- the wrapper (kill(-1) does not end its own run); "user" when it runs as the sandbox user.
+-- $1: how it drops to the sandbox user: "helper" (llmbox's, which also reports on the program)
+-- or "root" (setpriv) when it runs as root: then the program and everything that touches the
+-- sandbox's files run as the sandbox user, and the program cannot signal the wrapper (kill(-1)
+-- does not end its own run); "user" when it runs as the sandbox user.
 -- $2: "cold", or "warm" for a pool's prestarted program (below).
--- $3: the stdin file ("" for none); then the trees to clean, "--", the limits (cpu seconds, open files, file size in
--- 512-byte blocks, data KiB; "-" for none) and the program's argv (an absolute argv[0] the
+-- $3: the stdin file ("" for none); then the trees to clean, "--", the limits (cpu seconds,
+-- open files, file size in 512-byte blocks, data KiB; "-" for none) and the program's argv (an absolute argv[0] the
 -- image lacks is looked up on its PATH: the recipes name the host's paths, official images
 -- keep some toolchains in /usr/local/bin).
 --

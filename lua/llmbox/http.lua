@@ -10,9 +10,12 @@
 --   local b = c:request{ url = ... }
 --   local ra, rb = c:wait(a), c:wait(b)          -- both progress while either is awaited
 local http_core = require "llmbox.http_core"
+local task = require "llmbox.task"
+local util = require "llmbox.util"
 
 local setmetatable, pcall, tostring, type, pairs = setmetatable, pcall, tostring, type, pairs
 local format, sort = string.format, table.sort
+local max, floor = math.max, math.floor
 
 local _M = { _VERSION = "0.1.0" }
 
@@ -67,7 +70,10 @@ end
 
 -- Drives the client until r is over and returns r's result (other requests progress meanwhile).
 function Client:wait(r)
-    while not r.raw:done() and not r.failed do self:step(-1) end
+    -- (inside a stepped task, llmbox.task: the task's caller steps the client instead)
+    while not r.raw:done() and not r.failed do
+        if not task.await({ client = self }) then self:step(-1) end
+    end
     return r:result()
 end
 
@@ -123,7 +129,9 @@ function Client:connect(opts)
     spec.connect_only = true
     local raw, err, code = self.core:request(spec)
     if not raw then return nil, err, code end
-    while not raw:done() do self.core:step(-1) end
+    while not raw:done() do
+        if not task.await({ client = self }) then self.core:step(-1) end
+    end
     if not raw:fd() then
         -- the connection failed: result() says why
         local res, ferr, fcode = raw:result()
@@ -137,13 +145,21 @@ function Stream:fd() return self.raw:fd() end
 
 --- stream:send(data [, timeout_ms]) -> true | nil, err, errno_name: all of data, waiting as needed
 function Stream:send(data, timeout_ms)
-    local pos = 1
+    local pos, limit = 1, timeout_ms or 30000
+    local deadline
     while pos <= #data do
         local n, again, code = self.raw:send(data:sub(pos))
         if not n then return nil, again, code end
         pos = pos + n
-        if again and pos <= #data and not self.raw:wait("w", timeout_ms or 30000) then
-            return nil, "the stream took no data for " .. tostring(timeout_ms or 30000) .. " ms", "ETIMEDOUT"
+        if n > 0 or not deadline then deadline = util.now_ms() + limit end -- the limit is per wait
+        if again and pos <= #data then
+            local stuck = util.now_ms() >= deadline
+            if not stuck and not task.await({ stream = self.raw, events = "w", deadline = deadline }) then
+                stuck = not self.raw:wait("w", max(0, floor(deadline - util.now_ms())))
+            end
+            if stuck then
+                return nil, "the stream took no data for " .. tostring(limit) .. " ms", "ETIMEDOUT"
+            end
         end
     end
     return true
@@ -158,13 +174,16 @@ function Stream:recv(wait_ms)
         self.pending = ""
         return data
     end
+    local deadline = wait_ms and wait_ms > 0 and util.now_ms() + wait_ms or nil
     while true do
         local data, state, code = self.raw:recv()
         if data == nil then return nil, state, code end
         if #data > 0 then return data end
         if state == "eof" then return nil, "eof" end
-        if wait_ms == 0 then return "" end
-        if not self.raw:wait("r", wait_ms or -1) then return "" end
+        if wait_ms == 0 or (deadline and util.now_ms() >= deadline) then return "" end
+        if not task.await({ stream = self.raw, events = "r", deadline = deadline }) then
+            if not self.raw:wait("r", deadline and max(0, floor(deadline - util.now_ms())) or -1) then return "" end
+        end
     end
 end
 

@@ -35,6 +35,14 @@ end
 
 -- Sleeps ms milliseconds (for short waits on someone else's bookkeeping, such as an engine's).
 function _M.sleep_ms(ms)
+    -- inside a stepped task (llmbox.task, loaded only where tasks exist) the task yields instead
+    local task = package.loaded["llmbox.task"]
+    if task then
+        local deadline = _M.now_ms() + ms
+        local yielded = false
+        while _M.now_ms() < deadline and task.await({ deadline = deadline }) do yielded = true end
+        if yielded then return end
+    end
     local ts = timespec()
     ts.tv_sec = floor(ms / 1000)
     ts.tv_nsec = (ms % 1000) * 1e6

@@ -304,6 +304,54 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.matches("runtime.cap_add = SYS_ADMIN is refused", err, 1, true)
         end)
 
+        it("opens and empties containers in steps: two openings progress in one loop, none blocks it", function()
+            if not needs_engine() then return end
+            local a, b = driver.open_start(spec()), driver.open_start(spec())
+            local steps, waits, both_open = 0, 0, false
+            local done = {}
+            repeat
+                for name, t in pairs({ a = a, b = b }) do
+                    if not done[name] then
+                        local fds, events, timeout = t:fds()
+                        assert.is_table(fds)
+                        assert.equal(#fds, #events)
+                        assert.is_true(timeout == nil or timeout >= 0)
+                        if #fds > 0 then waits = waits + 1 end
+                        done[name] = t:step(0)
+                        steps = steps + 1
+                    end
+                end
+                if not done.a and not done.b and steps > 2 then both_open = true end
+                require("llmbox.util").sleep_ms(1)
+            until done.a and done.b
+            -- each opening took many steps (every engine call yielded), and while one waited
+            -- for its engine the other went on
+            assert.is_true(steps > 10, "steps: " .. steps)
+            assert.is_true(waits > 0)
+            assert.is_true(both_open)
+            local ha, hb = assert(a:result()), assert(b:result())
+            finally(function()
+                ha:close()
+                hb:close()
+            end)
+            assert.equal("a\n", assert(ha:run({ argv = { "/bin/sh", "-c", "echo a > f; cat f" }, env = ENV,
+                cwd = "/sandbox", limits = { timeout = 20, output = 65536 } })).stdout)
+            local r = ha:reset_start()
+            local n = 0
+            repeat n = n + 1 until r:step(-1)
+            assert.is_true(assert(r:result()))
+            assert.is_true(n > 1)
+            assert.equal("0\n", assert(ha:run({ argv = { "/bin/sh", "-c", "ls -A | wc -l" }, env = ENV,
+                cwd = "/sandbox", limits = { timeout = 20, output = 65536 } })).stdout)
+            -- a failed opening is a result too, not an error raised at the loop
+            local bad = spec()
+            bad.image = "localhost/llmbox-no-such-image:0"
+            bad.pull = { policy = "never" }
+            local none, err = driver.open_start(bad):result()
+            assert.is_nil(none)
+            assert.matches('pull = "never"', err, 1, true)
+        end)
+
         it("refuses what it cannot do yet, saying so", function()
             if not needs_engine() then return end
             local ok, err = run({ "true" }, { host_network = true })

@@ -20,6 +20,7 @@
 -- says so.
 local container = require "llmbox.backends.container"
 local images = require "llmbox.backends.images"
+local task = require "llmbox.task"
 local engine = require "llmbox.engine"
 local core = require "llmbox.core"
 local util = require "llmbox.util"
@@ -257,26 +258,6 @@ local function refuse(kind, what)
         "EOPNOTSUPP"
 end
 
--- A task of the stepped contract (fds/step/result) that does all of fn's work on its first
--- step: the engines' calls are not stepped yet (their HTTP waits), but callers drive every
--- driver the same way.
-local function one_step_task(fn, ...)
-    local args, n = { ... }, select("#", ...)
-    local task = { done = false }
-    function task.fds() return {}, {}, 0 end
-    function task.step()
-        if not task.done then
-            task.res = { fn(unpack(args, 1, n)) }
-            task.done = true
-        end
-        return true
-    end
-    function task.result()
-        task.step()
-        return unpack(task.res, 1, 3)
-    end
-    return task
-end
 
 -- A copy's path in the container: relative ones are the workspace's, as on native; a ".."
 -- component could leave the directory the caller checked, so none is taken.
@@ -715,7 +696,7 @@ end
 
 --- handle:reset_start() -> task: reset, driven like the native jail's
 function Handle:reset_start()
-    return one_step_task(self.reset, self)
+    return task.new(self.reset, self)
 end
 
 function Handle:close()
@@ -920,9 +901,10 @@ function _M.driver(kind)
         return h
     end
 
-    -- Opening is not stepped yet on the engines: the task does it all on its first step.
-    function D.open_start(spec)
-        return one_step_task(D.open, spec)
+    -- Opening in steps: every engine call in D.open yields to the caller's loop while it waits
+    -- (llmbox.task), so an event loop drives several openings, and anything else, at once.
+    function D.open_start(spec, opts)
+        return task.new(D.open, spec, opts)
     end
 
     return D

@@ -352,6 +352,35 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.matches('pull = "never"', err, 1, true)
         end)
 
+        it("runs in steps a caller's loop drives: output taken as it comes, the timeout held", function()
+            if not needs_engine() then return end
+            local r = h:start({ argv = { "/bin/sh", "-c", "echo one; sleep 0.3; echo two >&2; sleep 0.3; echo three" }, env = ENV,
+                cwd = "/sandbox", limits = { timeout = 20, output = 65536 } })
+            local got, steps, waited = {}, 0, 0
+            repeat
+                local fds, _, timeout = r:fds()
+                if #fds > 0 or (timeout and timeout > 0) then waited = waited + 1 end
+                local done = r:step(0)
+                steps = steps + 1
+                for _, x in ipairs(r:take() or {}) do got[#got + 1] = x end
+                require("llmbox.util").sleep_ms(2)
+            until done
+            for _, x in ipairs(r:take() or {}) do got[#got + 1] = x end
+            local res = assert(r:result())
+            assert.equal(0, res.exit_code)
+            assert.equal("one\nthree\n", res.stdout)
+            assert.equal("two\n", res.stderr)
+            assert.same({ "stdout", "one\n", "stderr", "two\n", "stdout", "three\n" }, got)
+            assert.is_true(steps > 10 and waited > 0, steps .. " steps")
+            -- the wall clock, held while nobody blocks
+            r = h:start({ argv = { "/bin/sh", "-c", "sleep 30" }, env = ENV, cwd = "/sandbox",
+                limits = { timeout = 0.5, output = 65536 } })
+            repeat until r:step(50)
+            res = assert(r:result())
+            assert.equal("timeout", res.limit)
+            assert.equal(137, res.exit_code)
+        end)
+
         it("refuses what it cannot do yet, saying so", function()
             if not needs_engine() then return end
             local ok, err = run({ "true" }, { host_network = true })

@@ -303,6 +303,34 @@ function Handle:update_path()
     return (self.kind == "podman" and "/libpod/containers/" or "/containers/") .. self.id .. "/update"
 end
 
+--- handle:start(spec) -> run: a run the caller drives, as native's (run:fds(), run:step(0),
+--- run:take() -> { "stdout" | "stderr", data, ... } | nil, run:result()): the run's engine
+--- requests and exec stream yield to the caller's loop while they wait (llmbox.task)
+function Handle:start(spec)
+    local queue = {}
+    local s = {}
+    for k, v in pairs(spec) do s[k] = v end
+    local function queued(stream)
+        return function(chunk)
+            queue[#queue + 1] = stream
+            queue[#queue + 1] = chunk
+        end
+    end
+    s.on_stdout, s.on_stderr = queued("stdout"), queued("stderr")
+    local t = task.new(self.run, self, s)
+    local run = {}
+    function run.fds() return t:fds() end
+    function run.step(_, wait_ms) return t:step(wait_ms) end
+    function run.take()
+        if #queue == 0 then return nil end
+        local q = queue
+        queue = {}
+        return q
+    end
+    function run.result() return t:result() end
+    return run
+end
+
 -- The wrapper's argv for a run spec (argv, clean, limits) in mode "cold" or "warm".
 function Handle:wrapper_argv(mode, spec, stdin_file)
     local lim = spec.limits or {}

@@ -59,7 +59,7 @@ DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby pyt
 DEPS_TEST  := lua-busted lua-check clang-format luarocks procps openssl curl docker.io podman catatonit docker-registry \
               busybox-static $(DEPS_LANGS)
 
-.PHONY: all deps deps-test demo test test-fresh print-deps-test soak lint format install uninstall clean paths
+.PHONY: all deps deps-test demo test test-fresh print-deps-test print-deps-langs soak lint format install uninstall clean paths
 
 all: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER) paths
 
@@ -119,6 +119,10 @@ test: deps-test
 # .ci/fresh-root.sh.
 test-fresh:
 	@./.ci/fresh-root.sh
+
+# The languages' packages, for spec/support/langs_image.py (the container backends' test image).
+print-deps-langs:
+	@echo $(DEPS_LANGS)
 
 # What `make test` installs, for spec/04-install/deps_spec.lua.
 print-deps-test:

@@ -158,13 +158,13 @@ function _M.image_lacks(s, probe, what)
     if not s.driver.capabilities.images then return nil end
     local r = s:exec(probe)
     if r and r.exit_code == 0 then return nil end
-    return ("the image %s has no %s (the container backends' test image carries Python with numpy, matplotlib "
-        .. "and Pillow only)"):format(tostring(s.handle.spec and s.handle.spec.image), what)
+    return ("the image %s has no %s"):format(tostring(s.handle.spec and s.handle.spec.image), what)
 end
 
--- Why a session's language cannot run in its image, or nil: on backends that run images the
--- test image (spec/support/python_image.py) carries Python and a shell only, so the specs of
--- other languages say so instead of failing. Native always runs the host's toolchains.
+-- Why a session's language cannot run in its image, or nil: on backends that run images an
+-- image may lack a language (the Python test image, spec/support/python_image.py), and the specs
+-- of that language say so instead of failing; the conformance suite's image
+-- (spec/support/langs_image.py) has them all. Native always runs the host's toolchains.
 function _M.missing_toolchain(s)
     if not s.driver.capabilities.images then return nil end
     -- the toolchain the recipe's version command names (run may be a hook or a built binary)
@@ -173,7 +173,7 @@ function _M.missing_toolchain(s)
         local name = t:match("[^/]+$")
         local r = s:exec(("[ -x %s ] || command -v %s"):format(shell_quote(t), shell_quote(name)))
         if not r or r.exit_code ~= 0 then
-            return ("the image %s has no %s (the container backends' test image carries Python only)")
+            return ("the image %s has no %s")
                 :format(tostring(s.handle.spec and s.handle.spec.image), name)
         end
     end

@@ -19,12 +19,12 @@ end
 if driver.capabilities.images then
     local images = require "spec.support.busybox_image"
     local e = assert(require("llmbox.engine").connect(driver.name))
-    local made, ierr = images.ensure_python(e)
+    local made, ierr = images.ensure_langs(e)
     if not made then
         io.stdout:write(("backend %q: the test image %s could not be made: %s\n"):format(driver.name,
-            images.PYTHON_IMAGE, tostring(ierr)))
+            images.LANGS_IMAGE, tostring(ierr)))
         os.exit(1)
     end
-    io.stdout:write(images.PYTHON_IMAGE, "\n")
+    io.stdout:write(images.LANGS_IMAGE, "\n")
 end
 os.exit(0)

@@ -42,6 +42,39 @@ function _M.ensure_python(e)
         { headers = { ["Content-Type"] = "application/x-tar" }, timeout_ms = 300000 })
 end
 
+-- The languages image (spec/support/langs_image.py): every toolchain the recipes drive, from
+-- this host's Debian packages (make print-deps-langs), for the conformance suite on the
+-- container backends. About 1.5 GB: it is streamed from a file to the engine's socket by curl,
+-- never held in memory.
+_M.LANGS_IMAGE = "localhost/llmbox-test-langs:1"
+
+--- ensure_langs(e) -> true | nil, err: the languages image is on engine e (a unix socket's)
+function _M.ensure_langs(e)
+    local res = e:request("GET", "/images/" .. _M.LANGS_IMAGE .. "/json")
+    if res and res.status == 200 then return true end
+    if not e.endpoint.socket then return nil, "the languages image is imported through a unix socket" end
+    local q = helpers.shell_quote
+    local dir = helpers.tmpdir()
+    local tar, out = dir .. "/langs-image.tar", dir .. "/import.out"
+    local pkgs = io.popen("make -s --no-print-directory print-deps-langs"):read("*a"):gsub("%s+$", "")
+    local ok = os.execute(("/usr/bin/python3 spec/support/langs_image.py %s %s"):format(q(tar), pkgs))
+    if ok ~= 0 and ok ~= true then
+        os.remove(tar)
+        return nil, "spec/support/langs_image.py failed"
+    end
+    -- curl -T streams the file; -X POST keeps the Engine API's method
+    ok = os.execute(("curl -sS --fail --max-time 900 --unix-socket %s -X POST -H 'Content-Type: application/x-tar' "
+        .. "-T %s 'http://engine%s/images/create?fromSrc=-&repo=%s' >%s 2>&1"):format(q(e.endpoint.socket), q(tar),
+        e.prefix or "", _M.LANGS_IMAGE, q(out)))
+    os.remove(tar)
+    local said = helpers.read(out) or ""
+    os.remove(out)
+    if (ok ~= 0 and ok ~= true) or said:find('"error"', 1, true) then
+        return nil, "importing the languages image: " .. said:sub(1, 500)
+    end
+    return true
+end
+
 --- unavailable(kind, e, why) -> nil when engine e answered, else why the engine specs of that
 --- kind cannot run (the spec marks itself pending with it: busted's `pending` must be called
 --- from the spec file's own functions)

@@ -67,7 +67,7 @@ class Image:
         """Adds path, every symlink on the way to it (merged /usr: /lib64 -> usr/lib64) and what
         the last one points to."""
         path = os.path.normpath(path)
-        if path in self.done or path == "/":
+        if path in self.done or path == "/" or not os.path.lexists(path):  # (a dangling link's target)
             return
         parent = os.path.dirname(path)
         self.add_path(parent)

@@ -44,7 +44,11 @@ local HELPER = container.PRIVATE .. "/exec"
 -- prints what it found, "keeper" once the helper keeps, and last the keeper's pid.
 local OPEN_PROBE = [[
 chmod 1777 /sandbox /tmp 2>/dev/null
-if [ "$1" = helper ] && tar -x -C / -f - >/dev/null 2>&1 && /.llmbox/exec -- true; then
+# unpacked under another name and renamed once it works: the keeper execs /.llmbox/exec as
+# soon as it sees it, and an exec of a file still being written would end the keeper (a
+# failed exec ends dash) and the container with it
+if [ "$1" = helper ] && tar -x -C / -f - >/dev/null 2>&1 && /.llmbox/exec.part -- true &&
+  mv -f /.llmbox/exec.part /.llmbox/exec; then
   echo helper
   read -r k < /proc/1/task/1/children; k=${k%% *}
   i=0
@@ -801,7 +805,7 @@ local function helper_archive()
         local so = package.searchpath("llmbox.core", package.cpath)
         local bin = so and util.read_file((so:gsub("core%.so$", "container-exec")))
         if bin then
-            helper_tar = core.tar_pack({ { path = HELPER, data = bin, mode = 493 } }, 0, 0) or false
+            helper_tar = core.tar_pack({ { path = HELPER .. ".part", data = bin, mode = 493 } }, 0, 0) or false
         end
     end
     return helper_tar or nil

@@ -35,7 +35,7 @@ run_busted "specs as $(id -un)" spec
 for b in $(echo "${LLMBOX_CONFORMANCE_BACKENDS:-}" | tr ',' ' '); do
 	[ "$b" = native ] && [ -z "${LLMBOX_BACKEND:-}" ] && continue # the run above was native's
 	if why=$(luajit spec/support/backend_usable.lua "$b"); then
-		# backends that run images get the test image (spec/support/python_image.py)
+		# backends that run images get the languages image (spec/support/langs_image.py)
 		export LLMBOX_BACKEND="$b" LLMBOX_IMAGE="$why"
 		run_busted "conformance on the $b backend${why:+ (image $why)}" --tags=conformance spec
 		unset LLMBOX_BACKEND LLMBOX_IMAGE
@@ -44,6 +44,8 @@ for b in $(echo "${LLMBOX_CONFORMANCE_BACKENDS:-}" | tr ',' ' '); do
 		total_skip=$((total_skip + 1))
 	fi
 done
+# the languages image's root, made once for the engines that imported it (2 GB)
+rm -f "$engines_state/langs-image.tar"
 
 if [ "$(id -u)" = 0 ]; then
 	# nobody cannot read a clone under /root: copy what the specs need somewhere it can.

@@ -62,7 +62,12 @@ start)
 		# and on loopback TCP with TLS client certificates (spec/02-integration/engine_tls_spec.lua):
 		# a CA, the server's certificate, and the client's as DOCKER_CERT_PATH wants them
 		tcp=
-		if tls_material "$state/tls" >"$state/tls.log" 2>&1; then
+		# (not when something else holds the port: a second dockerd, in a fresh root that
+		# shares this network namespace, would not start at all)
+		if curl -s --max-time 2 -o /dev/null http://127.0.0.1:2376/ 2>/dev/null || [ $? != 7 ]; then
+			echo "engines: 127.0.0.1:2376 is taken: dockerd gets no TCP listener"
+			rm -rf "$state/tls"
+		elif tls_material "$state/tls" >"$state/tls.log" 2>&1; then
 			tcp="-H tcp://127.0.0.1:2376 --tlsverify --tlscacert=$state/tls/ca.pem --tlscert=$state/tls/server-cert.pem --tlskey=$state/tls/server-key.pem"
 		else
 			echo "engines: no TLS material for dockerd's TCP listener (see $state/tls.log)"

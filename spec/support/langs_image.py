@@ -17,8 +17,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from python_image import Image  # noqa: E402
 
-# What every image of Debian's has besides the toolchains: a shell, core tools.
-BASE = ["dash", "coreutils", "util-linux", "findutils", "grep", "sed", "tar", "gzip", "procps"]
+# What every image of Debian's has besides the toolchains (Essential packages, which no package
+# declares a dependency on: R's start script wants bash, its runs C.UTF-8 from libc-bin): shells,
+# core tools.
+BASE = ["dash", "bash", "debianutils", "libc-bin", "coreutils", "util-linux", "findutils", "grep", "sed", "tar", "gzip", "procps"]
 SKIP = re.compile(r"^/usr/share/(doc|man|info|locale|lintian|bug|menu)(/|$)")
 
 

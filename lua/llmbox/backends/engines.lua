@@ -146,7 +146,9 @@ end
 -- sandbox's files run as the sandbox user, and the program cannot signal the wrapper (kill(-1)
 -- does not end its own run); "user" when it runs as the sandbox user.
 -- $2: "cold", or "warm" for a pool's prestarted program (below).
--- $3: the stdin file ("" for none); then the trees to clean, "--", the limits (cpu seconds,
+-- $3: the stdin file ("" for none); $4: the directory whose contents the run's report says
+-- anything about ("" for none: the plots', so that an empty one costs no collect exec); then the
+-- trees to clean, "--", the limits (cpu seconds,
 -- open files, file size in 512-byte blocks, data KiB; "-" for none) and the program's argv (an absolute argv[0] the
 -- image lacks is looked up on its PATH: the recipes name the host's paths, official images
 -- keep some toolchains in /usr/local/bin).
@@ -163,7 +165,7 @@ case $1 in
 helper) drop="/.llmbox/exec --" run="/.llmbox/exec --report 8 --" ;;
 root) drop="setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all --" run=$drop ;;
 esac
-mode=$2; in=$3; shift 3
+mode=$2; in=$3; probe=$4; shift 4
 fail() { echo "llmbox: $1" >&2; exit 125; }
 # one byte at a time, so that nothing of the archive behind it is taken (busybox's read takes
 # a block from a pipe)
@@ -237,7 +239,19 @@ for f in /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; do
 done
 [ -z "$ipc" ] || $drop ipcrm -a 2>/dev/null
 counters
-printf '\000llmbox:%s %s== %s## %s\n' "$nonce" "$before" "$out" "$rus" >&6
+# the probe: 1 when the directory holds anything, 0 when it is empty or absent, - when it
+# cannot be read (then the client looks itself)
+pf=-
+if [ -n "$probe" ]; then
+  if [ ! -e "$probe" ]; then pf=0
+  elif [ -d "$probe" ] && [ -r "$probe" ] && [ -x "$probe" ]; then
+    pf=0
+    for f in "$probe"/* "$probe"/.[!.]* "$probe"/..?*; do
+      if [ -e "$f" ] || [ -L "$f" ]; then pf=1; break; fi
+    done
+  fi
+fi
+printf '\000llmbox:%s %s== %s## %s probe=%s\n' "$nonce" "$before" "$out" "$rus" "$pf" >&6
 exit $rc
 ]]
 
@@ -338,7 +352,7 @@ end
 -- The wrapper's argv for a run spec (argv, clean, limits) in mode "cold" or "warm".
 function Handle:wrapper_argv(mode, spec, stdin_file)
     local lim = spec.limits or {}
-    local argv = { "/bin/sh", "-c", WRAPPER, "llmbox-run", self.drop, mode, stdin_file or "" }
+    local argv = { "/bin/sh", "-c", WRAPPER, "llmbox-run", self.drop, mode, stdin_file or "", spec.probe or "" }
     for _, c in ipairs(spec.clean or {}) do argv[#argv + 1] = c end
     argv[#argv + 1] = "--"
     argv[#argv + 1] = lim.cpu and tostring(math.ceil(lim.cpu)) or "-"
@@ -438,11 +452,13 @@ function Handle:finish_run(x, nonce, lim, spec, started, early)
     -- the counts before and after the program: from the trailer; from an exec when there is
     -- none (a stopped run's wrapper was killed), which reads what the wrapper left
     local before, now
-    local rusage
+    local rusage, probe_found
     if text then
         local b, a, rus = text:match("^(.-)== (.-)## ?(.*)$")
         before, now = parse_counters(b), parse_counters(a)
         -- the helper's: the program's own peak memory (KiB) and CPU time (microseconds)
+        local pf = (rus or ""):match("probe=(%S)")
+        if pf == "1" then probe_found = true elseif pf == "0" then probe_found = false end
         local rss, ut, st = (rus or ""):match("^(%d+) (%d+) (%d+)")
         if rss then rusage = { max_rss = tonumber(rss) * 1024, cpu_ms = (tonumber(ut) + tonumber(st)) / 1000 } end
     else
@@ -482,6 +498,8 @@ function Handle:finish_run(x, nonce, lim, spec, started, early)
         -- the run (its keeper's few polls included)
         cpu_ms = rusage and rusage.cpu_ms or cpu_ms,
         max_rss = rusage and rusage.max_rss,
+        -- whether the probed directory (spec.probe: the plots') holds anything; nil: unknown
+        probe_found = probe_found,
     }
 end
 

@@ -352,6 +352,23 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.matches('pull = "never"', err, 1, true)
         end)
 
+        it("says in the run's report whether the probed directory holds anything", function()
+            if not needs_engine() then return end
+            local dir = "/tmp/llmbox/plots"
+            local r = assert(run({ "/bin/sh", "-c", "rm -rf " .. dir }, { probe = dir }))
+            assert.is_false(r.probe_found) -- absent
+            r = assert(run({ "/bin/sh", "-c", "mkdir -p " .. dir }, { probe = dir }))
+            assert.is_false(r.probe_found) -- empty
+            r = assert(run({ "/bin/sh", "-c", "echo x > " .. dir .. "/.hidden" }, { probe = dir }))
+            assert.is_true(r.probe_found)
+            -- unreadable to the wrapper: not known, so the caller looks itself
+            r = assert(run({ "/bin/sh", "-c", "chmod 0 " .. dir }, { probe = dir }))
+            assert.is_nil(r.probe_found)
+            assert(run({ "/bin/sh", "-c", "chmod 755 " .. dir .. "; rm -rf " .. dir }))
+            r = assert(run({ "true" }))
+            assert.is_nil(r.probe_found) -- nothing asked
+        end)
+
         it("runs in steps a caller's loop drives: output taken as it comes, the timeout held", function()
             if not needs_engine() then return end
             local r = h:start({ argv = { "/bin/sh", "-c", "echo one; sleep 0.3; echo two >&2; sleep 0.3; echo three" }, env = ENV,

@@ -196,8 +196,17 @@ $drop mkdir -p /tmp/llmbox 2>/dev/null
 # the program gets the exec's stderr (fd 6 here); the wrapper's own goes nowhere (sh reports a
 # job killed by a signal, "Killed", which is not the program's output)
 exec 6>&2
-# the helper's report on the program (peak memory, CPU time) comes on fd 8
-[ -z "$run" ] || [ "$run" = "$drop" ] || exec 8>/.llmbox/rusage
+# the helper's report on the program (peak memory, CPU time) comes on fd 8, into a file of
+# this wrapper's own (a pool's warm program holds its own until its run)
+# (reports a stopped run's wrapper left are removed; no open failure ends the run)
+rf=
+if [ -n "$run" ] && [ "$run" != "$drop" ]; then
+  for f in /.llmbox/rusage.*; do
+    [ -e "$f" ] && ! kill -0 "${f##*.}" 2>/dev/null && rm -f "$f"
+  done
+  rf=/.llmbox/rusage.$$
+  { command exec 8>"$rf"; } 2>/dev/null || { rf= run=$drop; }
+fi
 if [ "$mode" = warm ]; then
   d=$(mktemp -d "$w/.warm.XXXXXX") && mkfifo -m 600 "$d/req" "$d/in" || fail "making the warm channel failed"
   $run "$@" 2>&6 3<"$d/req" <"$d/in" 6>&- &
@@ -217,7 +226,7 @@ if [ "$mode" = warm ]; then
     exec 5>&- ;;
   *) # dropped: the program (which has run no code, so has no children) goes alone; a
      # sweep here would end the session's next run
-    kill -9 $pid; wait $pid; exit 0 ;;
+    kill -9 $pid; wait $pid; [ -z "$rf" ] || rm -f "$rf"; exit 0 ;;
   esac
 else
   counters; before=$out; printf '%s\n' "$before" > "$b" 2>/dev/null
@@ -228,7 +237,7 @@ fi
 exec 8>&-
 wait $pid
 rc=$?
-[ -z "$run" ] || [ "$run" = "$drop" ] || read -r rus < /.llmbox/rusage
+[ -z "$rf" ] || { read -r rus < "$rf"; rm -f "$rf"; }
 sweep='i=0; while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done'
 if [ -n "$drop" ]; then $drop /bin/sh -c "$sweep"; else eval "$sweep"; fi
 # SysV IPC outlives processes: what the run made goes with it (util-linux's ipcrm, where the

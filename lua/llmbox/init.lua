@@ -22,6 +22,10 @@ _M.describe_violations = admit.describe_violations
 --- One-shot: a session with one run. Returns the result, or nil, err [, report]. The code is
 --- admitted (the policy's checks, the libraries it asks for) before the sandbox is created, so
 --- refused code never costs one.
+-- llmbox.run's options that go to its session; the others are the run's
+local SESSION_KEYS = { lang = 1, policy = 1, backend = 1, image = 1, pull = 1, keep_image = 1, on_progress = 1,
+    runtime = 1, dockerfile = 1 }
+
 function _M.run(code, opts)
     if type(code) ~= "string" then error("code must be a string", 2) end
     opts = opts or {}
@@ -34,8 +38,6 @@ function _M.run(code, opts)
     local admission, aerr, report = admit.run(code, recipe, p, libraries)
     if not admission then return nil, aerr, report end
     local s
-    local SESSION_KEYS = { lang = 1, policy = 1, backend = 1, image = 1, pull = 1, keep_image = 1, on_progress = 1,
-        runtime = 1, dockerfile = 1 }
     s, err = session.new({ lang = recipe.name, policy = p, backend = opts.backend, image = opts.image,
         pull = opts.pull, keep_image = opts.keep_image, on_progress = opts.on_progress, runtime = opts.runtime,
         dockerfile = opts.dockerfile })

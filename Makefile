@@ -23,7 +23,8 @@ HARDEN  := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIC
 VISIBILITY := -fvisibility=hidden
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2
 DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive 2>/dev/null)
+# libcrypto: core.sha256 (what a kept container's settings are recorded as)
+DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive libcrypto 2>/dev/null)
 # OpenSSL (libcurl's TLS here): http.c ends an exec's stdin on a TLS stream with close_notify
 CURL_LIBS  = $(shell $(PKG_CONFIG) --libs libcurl openssl 2>/dev/null)
 LUA_LIBS   = $(shell $(PKG_CONFIG) --libs luajit 2>/dev/null)

@@ -16,6 +16,7 @@ enum lb_backend_cap {
 	LB_CAP_INTERACTIVE = 1 << 5,	      /* one interpreter lives across runs (cells) */
 	LB_CAP_EXISTING_SANDBOX = 1 << 6,     /* attaches to a sandbox llmbox did not create */
 	LB_CAP_EGRESS = 1 << 7,		      /* outbound network that never reaches the host */
+	LB_CAP_COMMIT = 1 << 8,		      /* saves a sandbox's workspace as an image */
 };
 
 /* Capability bits and the names Lua sees (core.backends(), `llmbox backends`), in one place. */
@@ -27,7 +28,8 @@ enum lb_backend_cap {
 	X(LB_CAP_IMAGES, "images")                                                                 \
 	X(LB_CAP_INTERACTIVE, "interactive")                                                       \
 	X(LB_CAP_EXISTING_SANDBOX, "existing_sandbox")                                             \
-	X(LB_CAP_EGRESS, "egress")
+	X(LB_CAP_EGRESS, "egress")                                                                 \
+	X(LB_CAP_COMMIT, "commit")
 
 typedef struct lb_open_config {
 	lb_jail_config jail;

@@ -45,6 +45,8 @@
  *                                         container's `tar -x -C /`; lb_tar_pack)
  *   core.tar_host(host_path [, root])  -> archive [, skipped] | nil, err (what copy_in sends)
  *   core.tar_extract(archive, host_path [, max]) -> true [, skipped] | nil, err (as copy_out)
+ *   core.sha256(data)                  -> hex digest (OpenSSL's; what a container's settings
+ *                                         are recorded as)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
  *   core.syscall_names()               -> { name, ... } (the native architecture's)
@@ -62,6 +64,7 @@
 #include <poll.h>
 #include <fcntl.h>
 #include <lauxlib.h>
+#include <openssl/evp.h>
 #include <lua.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -1077,6 +1080,22 @@ static int l_tar_pack(lua_State *L)
 	return 1;
 }
 
+/* core.sha256(data) -> the SHA-256 of data, in lowercase hex */
+static int l_sha256(lua_State *L)
+{
+	size_t len;
+	const char *data = luaL_checklstring(L, 1, &len);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1)
+		return luaL_error(L, "core.sha256: OpenSSL's digest failed");
+	char hex[2 * EVP_MAX_MD_SIZE + 1];
+	for (unsigned int i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	lua_pushlstring(L, hex, 2 * (size_t)n);
+	return 1;
+}
+
 static int l_close(lua_State *L)
 {
 	lsession *s = luaL_checkudata(L, 1, SESSION_MT);
@@ -1280,6 +1299,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"tar_pack", l_tar_pack},
 					 {"tar_host", l_tar_host},
 					 {"tar_extract", l_tar_extract},
+					 {"sha256", l_sha256},
 					 {NULL, NULL}};
 	lb_lua_class(L, SESSION_MT, session_methods, l_close);
 	lb_lua_class(L, PENDING_MT, pending_methods, l_pending_gc);

@@ -456,6 +456,19 @@ function Session:copy_from(src, dst, max)
     return self.handle:copy_out(src, dst, max or self.policy.limits.workspace)
 end
 
+--- s:commit(image) -> image | nil, err: saves the session as a new image (name[:tag]): its image
+--- with the workspace as it is now. A session opened from that image starts with those files,
+--- and a reset goes back to them. Backends that run images only (capabilities.commit).
+function Session:commit(image)
+    if type(image) ~= "string" or image == "" then error("commit(image): expected an image name (\"name:tag\")", 2) end
+    if not self.handle then return nil, "session is closed" end
+    if not self.driver.capabilities.commit then
+        return nil, format("backend %q cannot commit a sandbox to an image: it runs no images (use docker or podman)",
+            self.backend), "EOPNOTSUPP"
+    end
+    return self.handle:commit(image)
+end
+
 function Session:close()
     self:_drop_warm()
     if self._on_close then

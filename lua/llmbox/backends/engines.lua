@@ -62,6 +62,8 @@ if [ "$1" = helper ] && tar -x -C / -f - >/dev/null 2>&1 && /.llmbox/exec.part -
 elif setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all true 2>/dev/null; then
   echo setpriv
 fi
+# a committed image's workspace (Handle:commit), unpacked by the sandbox user next
+[ -f /.llmbox-seed/workspace.tar ] && echo seed
 exec cat /proc/1/task/1/children
 ]]
 
@@ -317,8 +319,38 @@ unset IFS
 -- Sends $1/$2 as an archive on stdout; exit 3 when it does not exist.
 local SEND = 'target="$1/$2"\n' .. NO_LINKS .. '[ -e "$1/$2" ] || exit 3; exec tar -c -C "$1" -- "$2"\n'
 
+-- Who made a container: this machine's boot id, the pid and its start time (pids are reused).
+local function boot_id()
+    return ((util.read_file("/proc/sys/kernel/random/boot_id") or "unknown"):gsub("%s", ""))
+end
+
+local function start_time(pid)
+    local stat = util.read_file("/proc/" .. pid .. "/stat")
+    -- the fields after the command name, which may hold spaces and parentheses
+    local rest = stat and stat:match("^.*%) (.*)$")
+    local fields = {}
+    for f in (rest or ""):gmatch("%S+") do fields[#fields + 1] = f end
+    return fields[20] -- starttime is field 22 of the whole line
+end
+
+local function alive(pid, start)
+    return pid ~= nil and start_time(pid) == start
+end
+
+local function owner_label()
+    local pid = tostring(ffi.C.getpid())
+    return format("%s/%s/%s", boot_id(), pid, start_time(pid) or "0")
+end
+
 local Handle = {}
 Handle.__index = Handle
+
+-- An image reference ("name[:tag][@digest]", registry and path parts): it goes into request
+-- paths, so nothing else may pass.
+local function image_ref_ok(image)
+    return type(image) == "string" and #image <= 255 and image:match("^[%w][%w%._/:@%-]*$") ~= nil
+        and not image:find("..", 1, true) and not image:find("//", 1, true)
+end
 
 -- Stops a run: every process but init and the keeper is killed.
 function Handle:sweep()
@@ -738,6 +770,85 @@ function Handle:copy_out(path, host_path, max)
     return core.tar_extract(res.stdout, host_path, max)
 end
 
+-- Where a committed image keeps the workspace: an archive, unpacked into the tmpfs workspace by
+-- the sandbox user when a session opens from the image and at each reset (a tmpfs hides what an
+-- image holds at /sandbox itself, and the root stays read-only).
+local SEED = "/.llmbox-seed/workspace.tar"
+local RESTORE = 'tar -x -C /sandbox -f ' .. SEED .. ' || exit 5\n'
+
+-- The largest workspace a commit takes (the workspace's own tmpfs limit is lower by default).
+local COMMIT_MAX = 4 * 1024 * 1024 * 1024
+
+--- handle:commit(image) -> image | nil, err: a new image, the session's image with the
+--- workspace as it is now; a session opened from it starts with those files (and every reset of
+--- one goes back to them). The root is read-only, so the workspace is all a session changes.
+--- Made through a container that never starts (the archive API writes into it), committed and
+--- removed; the image carries none of llmbox's labels, so nothing takes it, or the containers
+--- made from it, for llmbox's.
+function Handle:commit(image)
+    if not self.id then return nil, "session is closed" end
+    if not image_ref_ok(image) then
+        return nil, format("commit: %q is not an image reference (name[:tag])", tostring(image)), "EINVAL"
+    end
+    if image:find("@", 1, true) then return nil, "commit: name the image by a tag, not a digest", "EINVAL" end
+    local seen, too_big = 0, false
+    local res, err, code = self.engine:exec(self.id, {
+        -- the workspace's entries, not the directory (its owner and mode are the tmpfs's)
+        argv = { "/bin/sh", "-c", 'cd /sandbox || exit 2; set --; for f in * .[!.]* ..?*; do '
+            .. '{ [ -e "$f" ] || [ -L "$f" ]; } && set -- "$@" "$f"; done; [ $# -eq 0 ] || exec tar -c -f - -- "$@"' },
+        user = container.USER,
+        timeout_ms = INTERNAL_MS, on_stop = function() self:sweep() end,
+    }, function(stream, chunk)
+        if stream ~= "stdout" then return chunk end
+        seen = seen + #chunk
+        if seen > COMMIT_MAX then
+            too_big = true
+            return engine.STOP
+        end
+        return chunk
+    end)
+    if not res then return nil, "commit: reading the workspace: " .. tostring(err), code end
+    if too_big then return nil, format("commit: the workspace is larger than %d bytes", COMMIT_MAX), "EFBIG" end
+    -- tar's 1: something changed while it read (a program still runs); the archive holds what was there
+    if res.exit_code ~= 0 and res.exit_code ~= 1 then
+        return nil, "commit: reading the workspace: " .. res.stderr, "EIO"
+    end
+    -- (an empty workspace leaves the image as it was)
+    local archive
+    if #res.stdout > 0 then
+        archive, err = core.tar_pack({ { path = SEED, data = res.stdout, mode = 292 } }, 1000, 1000)
+        if not archive then return nil, "commit: " .. tostring(err) end
+    end
+    local e = self.engine
+    -- the engines make no container of an image without a command (a base image made by
+    -- `docker import`): that one gets a shell, which the new image then names
+    local img
+    img, err, code = e:json("GET", "/images/" .. self.spec.image .. "/json")
+    if not img then return nil, "commit: " .. tostring(err), code end
+    local cfg = type(img.Config) == "table" and img.Config or {}
+    local has_cmd = type(cfg.Cmd) == "table" and #cfg.Cmd > 0 or type(cfg.Entrypoint) == "table" and #cfg.Entrypoint > 0
+    local made
+    made, err, code = e:json("POST", "/containers/create", { Image = self.spec.image, Cmd = not has_cmd and
+        { "/bin/sh" } or nil, Labels = { [container.LABEL] = "1", [container.OWNER] = owner_label() } })
+    if not made then return nil, "commit: " .. tostring(err), code end
+    local ok = true
+    if archive then
+        ok, err, code = e:json("PUT", "/containers/" .. made.Id .. "/archive?path=/", archive,
+            { headers = { ["Content-Type"] = "application/x-tar" }, timeout_ms = images.PULL_TIMEOUT_MS })
+    end
+    if ok then
+        local name, tag = images.split(image)
+        -- the labels that mark llmbox's own containers are emptied (the maintenance filters on
+        -- io.llmbox.managed=1): an image cannot drop a label it inherits
+        ok, err, code = e:json("POST", format("/commit?container=%s&repo=%s&tag=%s&changes=%s&changes=%s", made.Id,
+            util.url_encode(name), util.url_encode(tag), util.url_encode(format('LABEL %s=""', container.LABEL)),
+            util.url_encode(format('LABEL %s=""', container.OWNER))), {}, { timeout_ms = images.PULL_TIMEOUT_MS })
+    end
+    e:request("DELETE", "/containers/" .. made.Id .. "?force=1&v=1")
+    if not ok then return nil, "commit: " .. tostring(err), code end
+    return image
+end
+
 --- handle:reset() -> true | nil, err: kills what runs and empties the workspace and /tmp
 function Handle:reset()
     if not self.id then return nil, "session is closed" end
@@ -747,7 +858,8 @@ function Handle:reset()
     local dirs = { "/sandbox", "/tmp", "/dev/shm" }
     for path in pairs(self.spec.tmpfs or {}) do dirs[#dirs + 1] = path end
     local res, err = self.engine:exec(self.id, { argv = { "/bin/sh", "-c", SWEEP:gsub("exit 0%s*$", "")
-        .. 'chmod -R u+rwx "$@" 2>/dev/null; for d; do rm -rf "$d"/* "$d"/.[!.]* "$d"/..?* 2>/dev/null; done; exit 0',
+        .. 'chmod -R u+rwx "$@" 2>/dev/null; for d; do rm -rf "$d"/* "$d"/.[!.]* "$d"/..?* 2>/dev/null; done\n'
+        .. (self.seeded and RESTORE or "") .. 'exit 0',
         "llmbox-reset", unpack(dirs) }, user = container.USER, timeout_ms = INTERNAL_MS })
     if not res then return nil, err end
     return true
@@ -792,30 +904,6 @@ local function write_profile(text)
     return path
 end
 
--- Who made a container: this machine's boot id, the pid and its start time (pids are reused).
-local function boot_id()
-    return ((util.read_file("/proc/sys/kernel/random/boot_id") or "unknown"):gsub("%s", ""))
-end
-
-local function start_time(pid)
-    local stat = util.read_file("/proc/" .. pid .. "/stat")
-    -- the fields after the command name, which may hold spaces and parentheses
-    local rest = stat and stat:match("^.*%) (.*)$")
-    local fields = {}
-    for f in (rest or ""):gmatch("%S+") do fields[#fields + 1] = f end
-    return fields[20] -- starttime is field 22 of the whole line
-end
-
-local function alive(pid, start)
-    return pid ~= nil and start_time(pid) == start
-end
-
-local function owner_label()
-    local pid = tostring(ffi.C.getpid())
-    return format("%s/%s/%s", boot_id(), pid, start_time(pid) or "0")
-end
-
-
 -- This process's hard RLIMIT_NPROC, capped: Podman must be told one at or below its own.
 local function nproc_limit()
     local limits = util.read_file("/proc/self/limits") or ""
@@ -842,7 +930,7 @@ function _M.driver(kind)
     local D = { name = kind, layout = container.layout }
     D.capabilities = {
         pool = true, persistent_workspace = true, network_policy = true, seccomp = true, images = true,
-        interactive = false, existing_sandbox = false, egress = false,
+        interactive = false, existing_sandbox = false, egress = false, commit = true,
     }
 
     --- D.usable() -> true | false, why: does the engine answer here
@@ -884,8 +972,7 @@ function _M.driver(kind)
         end
         -- an image reference ("name[:tag][@digest]", registry and path parts): it goes into
         -- request paths, so nothing else may pass
-        if not spec.image:match("^[%w][%w%._/:@%-]*$") or spec.image:find("..", 1, true)
-            or spec.image:find("//", 1, true) or #spec.image > 255 then
+        if not image_ref_ok(spec.image) then
             return nil, format("image %q is not an image reference (name[:tag][@digest])", spec.image)
         end
         if spec.limits.cgroup == "forbid" then
@@ -956,6 +1043,17 @@ function _M.driver(kind)
             h:close()
             return nil, "starting the container: " .. tostring(err or (kids and ("no keeper process: " .. kids.stdout
                 .. kids.stderr))), code
+        end
+        if kids.stdout:find("%f[%w]seed%f[%W]") then
+            h.seeded = true
+            local res
+            res, err, code = e:exec(h.id, { argv = { "/bin/sh", "-c", RESTORE }, user = container.USER,
+                timeout_ms = INTERNAL_MS })
+            if not res or res.exit_code ~= 0 then
+                h:close()
+                return nil, format("restoring the workspace committed into image %s: %s", spec.image,
+                    tostring(res and res.stderr:gsub("%s+$", "") or err)), code
+            end
         end
         return h
     end

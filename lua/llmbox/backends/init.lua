@@ -25,6 +25,7 @@ _M.CAPABILITIES = {
     "interactive",          -- one interpreter lives across runs (cells)
     "existing_sandbox",     -- attaches to a sandbox llmbox did not create
     "egress",               -- outbound network that can never reach the host
+    "commit",               -- saves a sandbox's workspace as an image (session:commit)
 }
 
 -- Where things are inside a sandbox; every driver declares all of them.

@@ -14,7 +14,7 @@ enum lb_backend_cap {
 	LB_CAP_SECCOMP = 1 << 3,	      /* the policy's syscall rules are enforced */
 	LB_CAP_IMAGES = 1 << 4,		      /* runs inside container images */
 	LB_CAP_INTERACTIVE = 1 << 5,	      /* one interpreter lives across runs (cells) */
-	LB_CAP_EXISTING_SANDBOX = 1 << 6,     /* attaches to a sandbox llmbox did not create */
+	LB_CAP_EXISTING_SANDBOX = 1 << 6,     /* keeps a sandbox and attaches to it by id */
 	LB_CAP_EGRESS = 1 << 7,		      /* outbound network that never reaches the host */
 	LB_CAP_COMMIT = 1 << 8,		      /* saves a sandbox's workspace as an image */
 };

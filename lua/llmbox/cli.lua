@@ -51,6 +51,12 @@ Options:
   --dockerfile PATH     build the image from PATH (its directory is the build context; the
                         steps get no network) and run in it; removed afterwards unless
                         --image names it
+  --keep                keep the container after the run (its workspace stays); its id is
+                        printed on stderr (in "container" with --json)
+  --container ID        run in a container kept with --keep (same policy and options)
+  --remove              with --container: remove the container after the run
+  --commit IMAGE        after the run, save the container as IMAGE (name:tag): its image with
+                        the workspace as the run left it
   -p, --policy POLICY   policy name (policies/NAME.lua) or path to a policy file
                         (default: $LLMBOX_POLICY or "default")
   -t, --timeout SECS    wall-clock limit in decimal seconds (5, 0.5), at most the policy's
@@ -82,6 +88,8 @@ end
 local RUN_SPEC = {
     ["-l"] = "lang", ["--lang"] = "lang", ["-b"] = "backend", ["--backend"] = "backend",
     ["--image"] = "image", ["--pull"] = "pull", ["--dockerfile"] = "dockerfile",
+    ["--keep"] = { flag = "keep" }, ["--container"] = "container", ["--remove"] = { flag = "remove" },
+    ["--commit"] = "commit",
     ["-p"] = "policy", ["--policy"] = "policy", ["-t"] = "timeout", ["--timeout"] = "timeout",
     ["-c"] = "code", ["--code"] = "code", ["--json"] = { flag = "json" },
     ["-i"] = { flag = "stdin" }, ["--stdin"] = { flag = "stdin" },
@@ -93,6 +101,8 @@ local RUN_SPEC = {
 local EXEC_SPEC = {
     ["-b"] = "backend", ["--backend"] = "backend", ["--image"] = "image", ["--pull"] = "pull",
     ["--dockerfile"] = "dockerfile", ["-p"] = "policy", ["--policy"] = "policy",
+    ["--keep"] = { flag = "keep" }, ["--container"] = "container", ["--remove"] = { flag = "remove" },
+    ["--commit"] = "commit",
     ["-t"] = "timeout", ["--timeout"] = "timeout", ["--json"] = { flag = "json" },
     ["-i"] = { flag = "stdin" }, ["--stdin"] = { flag = "stdin" },
     ["-q"] = { flag = "quiet" }, ["--quiet"] = { flag = "quiet" },
@@ -139,7 +149,16 @@ local function finish(r, opts, term)
     end
     if opts.json then
         io.stdout:write(output.result_json(r), "\n")
-        return status
+        return r.commit_error and EXIT_FAILURE or status
+    end
+    if r.container then
+        term:message(format("kept container %s (run in it again with --container %s; --remove removes it)",
+            r.container, r.container))
+    end
+    if r.committed then term:message("committed the container as " .. r.committed) end
+    if r.commit_error then
+        term:message(r.commit_error)
+        return EXIT_FAILURE
     end
     if r.phase == "install" then
         -- an install's output is not streamed (it is not the program's): on failure, it says why
@@ -179,6 +198,8 @@ function _M.run(argv)
     o.lang, o.policy, o.backend, o.image = lang or "python", opts.policy, opts.backend, opts.image
     o.pull, o.on_progress = image_pull(opts)
     o.dockerfile = opts.dockerfile
+    o.keep, o.container, o.remove, o.commit = opts.keep, opts.container, opts.remove, opts.commit
+    if opts.remove and not opts.container then return die("--remove goes with --container ID") end
     -- llmbox.run admits the code before it creates the sandbox: refused code costs none
     local r, rerr, report = llmbox.run(code, o)
     if not r then
@@ -198,13 +219,15 @@ function _M.exec(argv)
     if #cmd == 0 then return die("exec needs a command: llmbox exec [OPTIONS] -- CMD [ARGS...]") end
     local timeout, terr = cli_args.timeout(opts.timeout)
     if terr then return die(terr) end
+    if opts.remove and not opts.container then return die("--remove goes with --container ID") end
     local pull, on_progress = image_pull(opts)
-    local s, err = llmbox.session({ policy = opts.policy, backend = opts.backend, image = opts.image, pull = pull,
-        on_progress = on_progress, dockerfile = opts.dockerfile })
+    local s, err = require("llmbox.session").one_shot({ policy = opts.policy, backend = opts.backend, image = opts.image, pull = pull,
+        on_progress = on_progress, dockerfile = opts.dockerfile, keep = opts.keep, container = opts.container },
+        opts.commit)
     if not s then return die(err) end
     local term = not opts.json and output.terminal() or nil
     local r, rerr = s:exec(cmd, run_opts(opts, timeout, term))
-    s:close()
+    require("llmbox.session").conclude(s, r, opts)
     if not r then return die(rerr, EXIT_FAILURE, term) end
     return finish(r, opts, term)
 end

@@ -24,7 +24,10 @@ _M.describe_violations = admit.describe_violations
 --- refused code never costs one.
 -- llmbox.run's options that go to its session; the others are the run's
 local SESSION_KEYS = { lang = 1, policy = 1, backend = 1, image = 1, pull = 1, keep_image = 1, on_progress = 1,
-    runtime = 1, dockerfile = 1 }
+    runtime = 1, dockerfile = 1, keep = 1, container = 1 }
+-- and what is done with the session after the run: commit = "image" (s:commit), remove = true
+-- (an attached container goes too)
+local AFTER_KEYS = { commit = 1, remove = 1 }
 
 function _M.run(code, opts)
     if type(code) ~= "string" then error("code must be a string", 2) end
@@ -38,16 +41,21 @@ function _M.run(code, opts)
     local admission, aerr, report = admit.run(code, recipe, p, libraries)
     if not admission then return nil, aerr, report end
     local s
-    s, err = session.new({ lang = recipe.name, policy = p, backend = opts.backend, image = opts.image,
-        pull = opts.pull, keep_image = opts.keep_image, on_progress = opts.on_progress, runtime = opts.runtime,
-        dockerfile = opts.dockerfile })
+    if opts.commit ~= nil and (type(opts.commit) ~= "string" or opts.commit == "") then
+        error("run: commit must be an image name (\"name:tag\")", 2)
+    end
+    local session_opts = { lang = recipe.name, policy = p }
+    for k in pairs(SESSION_KEYS) do
+        if k ~= "lang" and k ~= "policy" then session_opts[k] = opts[k] end
+    end
+    s, err = session.one_shot(session_opts, opts.commit)
     if not s then return nil, err end
     local run_opts = {}
     for k, v in pairs(opts) do
-        if not SESSION_KEYS[k] then run_opts[k] = v end
+        if not SESSION_KEYS[k] and not AFTER_KEYS[k] then run_opts[k] = v end
     end
     local r, rerr, rreport = s:run(code, run_opts, admission)
-    s:close()
+    session.conclude(s, r, opts)
     return r, rerr, rreport
 end
 

@@ -27,7 +27,8 @@ function _M.plots(plots)
 end
 
 --- render.result(r) -> the result object: exit_code, stdout, stderr, timed_out, limit, duration_ms,
---- truncated, signal, phase, cpu_ms (absent when unknown), plots, warnings (when there are any).
+--- truncated, signal, phase, cpu_ms (absent when unknown), plots, warnings (when there are any);
+--- container (a kept or attached one's id), committed and commit_error (a commit's), when set.
 function _M.result(r)
     return {
         exit_code = r.exit_code,
@@ -42,6 +43,7 @@ function _M.result(r)
         cpu_ms = round_us(r.cpu_ms),
         plots = _M.plots(r.plots),
         warnings = r.warnings and json.array(r.warnings) or nil,
+        container = r.container, committed = r.committed, commit_error = r.commit_error,
     }
 end
 

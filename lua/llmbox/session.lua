@@ -9,7 +9,8 @@ local backends = require "llmbox.backends"
 local artifacts = require "llmbox.artifacts"
 local warm = require "llmbox.warm"
 local plan = require "llmbox.plan"
-local images_pull = require("llmbox.backends.images").PULL
+local images = require "llmbox.backends.images"
+local images_pull = images.PULL
 
 local type, pairs, ipairs, tostring, setmetatable = type, pairs, ipairs, tostring, setmetatable
 local sort, format = table.sort, string.format
@@ -80,6 +81,26 @@ function _M.sandbox_spec(driver, policy, recipe, opts)
             end
         end
     end
+    if (opts.keep or opts.container) and not driver.capabilities.existing_sandbox then
+        return nil, format("backend %q cannot keep a sandbox past its session or attach to one (%s): docker and "
+            .. "podman can", driver.name, opts.keep and "keep" or "container")
+    end
+    if opts.container then
+        -- the container's image is its own
+        for _, k in ipairs({ "pull", "keep_image", "dockerfile", "keep" }) do
+            if opts[k] ~= nil then
+                return nil, format("container and %s: an attached container was made already, with its image", k)
+            end
+        end
+        local spec = plan.sandbox(policy, recipe, { image = opts.image })
+        spec.attach = opts.container
+        if opts.runtime ~= nil then
+            local err
+            spec, err = require("llmbox.backends.runtime").apply(spec, opts.runtime)
+            if not spec then return nil, err end
+        end
+        return spec
+    end
     local request = { image = plan.image(driver, recipe, opts.image),
         pull = { policy = opts.pull, keep = opts.keep_image, on_progress = opts.on_progress } }
     if opts.dockerfile then
@@ -91,31 +112,39 @@ function _M.sandbox_spec(driver, policy, recipe, opts)
         if opts.keep_image == nil then request.pull.keep = opts.image ~= nil end
     end
     local spec = plan.sandbox(policy, recipe, request)
+    spec.keep = opts.keep
     if opts.runtime == nil then return spec end
     return require("llmbox.backends.runtime").apply(spec, opts.runtime)
 end
 
 --- llmbox.session{ lang = "python", policy = "default", backend = "native", env = {} [, image = "...",
 ---   pull = "missing" | "never" | "always", keep_image = true, on_progress = function(doc),
----   runtime = { engine options }, dockerfile = "path/Dockerfile"] }
+---   runtime = { engine options }, dockerfile = "path/Dockerfile", keep = true, container = "id"] }
+--- keep: the sandbox outlives close() and this process (s:id() names it); container: attach to
+--- one kept so (under the policy and options it was made with)
 --- llmbox.session{ pool = p [, env = {}] }: a lease from a pool (llmbox.pool); close() returns it
 function _M.new(opts)
     opts = opts or {}
     if type(opts) ~= "table" then error("session options must be a table", 2) end
     for k in pairs(opts) do
-        if not ({ lang = 1, policy = 1, backend = 1, env = 1, pool = 1 })[k] and not IMAGE_OPTS[k] then
+        if not ({ lang = 1, policy = 1, backend = 1, env = 1, pool = 1, keep = 1, container = 1 })[k]
+            and not IMAGE_OPTS[k] then
             error(format("session: unknown option %q (known: lang, policy, backend, env, pool, image, pull, "
-                .. "keep_image, on_progress, runtime, dockerfile)", tostring(k)), 2)
+                .. "keep_image, on_progress, runtime, dockerfile, keep, container)", tostring(k)), 2)
         end
     end
     check_env(opts.env, 2)
     _M.check_image_opts(opts, "session", 2)
+    if opts.keep ~= nil and type(opts.keep) ~= "boolean" then error("session: keep must be a boolean", 2) end
+    if opts.container ~= nil and (type(opts.container) ~= "string" or opts.container == "") then
+        error("session: container must be a container's id or name", 2)
+    end
     if opts.pool ~= nil then
         if type(opts.pool) ~= "table" or type(opts.pool.acquire) ~= "function" then
             error("session: pool must be a pool made by llmbox.pool{...}", 2)
         end
         if opts.lang or opts.policy or opts.backend or opts.image or opts.pull or opts.keep_image ~= nil
-            or opts.on_progress or opts.runtime or opts.dockerfile then
+            or opts.on_progress or opts.runtime or opts.dockerfile or opts.keep ~= nil or opts.container then
             error("session: lang, policy, backend and the image come from the pool; give only pool (and env)", 2)
         end
         return opts.pool:acquire({ env = opts.env })
@@ -462,14 +491,32 @@ end
 function Session:commit(image)
     if type(image) ~= "string" or image == "" then error("commit(image): expected an image name (\"name:tag\")", 2) end
     if not self.handle then return nil, "session is closed" end
+    local ok, err, code = self:can_commit(image)
+    if not ok then return nil, err, code end
+    return self.handle:commit(image)
+end
+
+--- s:can_commit(image) -> true | nil, err: would commit(image) be taken (a one-shot run asks
+--- before it runs, so that a commit it cannot make costs no run)
+function Session:can_commit(image)
     if not self.driver.capabilities.commit then
         return nil, format("backend %q cannot commit a sandbox to an image: it runs no images (use docker or podman)",
             self.backend), "EOPNOTSUPP"
     end
-    return self.handle:commit(image)
+    local ok, err = images.commit_target(image)
+    if not ok then return nil, err, "EINVAL" end
+    return true
 end
 
-function Session:close()
+--- s:id() -> the sandbox's id on its backend (a container's), or nil (native's have none)
+function Session:id()
+    return self.handle and self.handle.id or nil
+end
+
+--- s:close([{ remove = true }]): ends the session; a kept or attached container stays, as it is,
+--- unless remove = true
+function Session:close(opts)
+    if opts ~= nil and type(opts) ~= "table" then error("close([{ remove = true }])", 2) end
     self:_drop_warm()
     if self._on_close then
         -- a lease goes back to its pool, which decides to reset or destroy the sandbox
@@ -480,7 +527,7 @@ function Session:close()
         return true
     end
     if self.handle then
-        self.handle:close()
+        self.handle:close(opts)
         self.handle = nil
     end
     return true
@@ -488,6 +535,34 @@ end
 
 function Session:closed()
     return self.handle == nil
+end
+
+--- session.one_shot(opts) -> session | nil, err: a one-shot run's session (llmbox.run, `llmbox
+--- exec`), refused up front when opts.commit could not be made
+function _M.one_shot(opts, commit)
+    local s, err = _M.new(opts)
+    if not s then return nil, err end
+    if commit then
+        local ok, cerr = s:can_commit(commit)
+        if not ok then
+            s:close()
+            return nil, cerr
+        end
+    end
+    return s
+end
+
+--- session.conclude(s, r, opts): what a one-shot run (llmbox.run, `llmbox exec`) does with its
+--- session after the run r (which may be nil): r.container names a kept or attached container
+--- that stays; opts.commit = "image" saves it (r.committed, or r.commit_error: the run's output
+--- is not lost over a failed commit); then it closes (opts.remove removes an attached one).
+function _M.conclude(s, r, opts)
+    if r and (opts.keep or opts.container) and not opts.remove then r.container = s:id() end
+    if r and opts.commit then
+        local image, err = s:commit(opts.commit)
+        r.committed, r.commit_error = image, not image and err or nil
+    end
+    s:close({ remove = opts.remove and true or nil })
 end
 
 _M.Session = Session

@@ -120,5 +120,32 @@ describe("conformance: the " .. name .. " backend's contract #conformance #unpri
             assert.is_nil(h)
             assert.matches("egress", err, 1, true)
         end
+        if not caps.existing_sandbox then
+            local s, err = llmbox.session({ lang = "shell", keep = true })
+            assert.is_nil(s)
+            assert.matches("cannot keep a sandbox past its session or attach to one", err, 1, true)
+        end
+        if not caps.commit then
+            local s = assert(llmbox.session({ lang = "shell" }))
+            local img, err = s:commit("localhost/llmbox-spec-never:1")
+            s:close()
+            assert.is_nil(img)
+            assert.matches("cannot commit a sandbox to an image", err, 1, true)
+        end
+    end)
+
+    it("keeps a sandbox past close and attaches to it by id, when it says it can", function()
+        if not caps.existing_sandbox then return end
+        local s = assert(llmbox.session({ lang = "shell", keep = true }))
+        local id = assert(s:id())
+        assert.equal(0, assert(s:run("echo kept > state")).exit_code)
+        s:close()
+        local a = assert(llmbox.session({ lang = "shell", container = id }))
+        local r = assert(a:run("cat state"))
+        a:close({ remove = true })
+        assert.equal("kept\n", r.stdout)
+        local gone, err = llmbox.session({ lang = "shell", container = id })
+        assert.is_nil(gone)
+        assert.matches("no container", err, 1, true)
     end)
 end)

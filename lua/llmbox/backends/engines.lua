@@ -342,15 +342,35 @@ local function owner_label()
     return format("%s/%s/%s", boot_id(), pid, start_time(pid) or "0")
 end
 
+-- A kept container (keep = true) outlives its session and its process; a later session may
+-- attach to it by id. Its owner label says "kept" (the maintenance removes none), and its
+-- settings are recorded as a digest of its create body, less what differs between two equal
+-- requests (the image, the labels): a session attaches only under the settings the container
+-- was made with, so no attach ever runs code with less isolation than its policy asks for.
+local KEPT = "kept"
+local CONFIG_LABEL = "io.llmbox.config"
+
+local function config_digest(spec, kind)
+    local body, err = container.create_body(spec, { image = "-", kind = kind })
+    if not body then return nil, err end
+    body.Labels, body.Image = nil, nil
+    return core.sha256(json.encode(body))
+end
+
+-- An attach's one exec, root's: what the open found (llmbox's helper, setpriv), and the
+-- keeper's pid last, as OPEN_PROBE prints them; the container's files are left as they are.
+local ATTACH_PROBE = [[
+if [ -x /.llmbox/exec ] && /.llmbox/exec -- true; then echo helper
+elif setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all true 2>/dev/null; then echo setpriv
+fi
+[ -f /.llmbox-seed/workspace.tar ] && echo seed
+exec cat /proc/1/task/1/children
+]]
+
 local Handle = {}
 Handle.__index = Handle
 
--- An image reference ("name[:tag][@digest]", registry and path parts): it goes into request
--- paths, so nothing else may pass.
-local function image_ref_ok(image)
-    return type(image) == "string" and #image <= 255 and image:match("^[%w][%w%._/:@%-]*$") ~= nil
-        and not image:find("..", 1, true) and not image:find("//", 1, true)
-end
+local image_ref_ok = images.is_reference
 
 -- Stops a run: every process but init and the keeper is killed.
 function Handle:sweep()
@@ -787,10 +807,8 @@ local COMMIT_MAX = 4 * 1024 * 1024 * 1024
 --- made from it, for llmbox's.
 function Handle:commit(image)
     if not self.id then return nil, "session is closed" end
-    if not image_ref_ok(image) then
-        return nil, format("commit: %q is not an image reference (name[:tag])", tostring(image)), "EINVAL"
-    end
-    if image:find("@", 1, true) then return nil, "commit: name the image by a tag, not a digest", "EINVAL" end
+    local ok, why = images.commit_target(image)
+    if not ok then return nil, why, "EINVAL" end
     local seen, too_big = 0, false
     local res, err, code = self.engine:exec(self.id, {
         -- the workspace's entries, not the directory (its owner and mode are the tmpfs's)
@@ -870,9 +888,13 @@ function Handle:reset_start()
     return task.new(self.reset, self)
 end
 
-function Handle:close()
+--- handle:close([opts]) -> true: removes the container, unless it is kept (keep = true, or
+--- attached to) and opts.remove is not set: then the session lets it go as it is
+function Handle:close(opts)
     if self.id then
-        self.engine:request("DELETE", "/containers/" .. self.id .. "?force=1&v=1")
+        if not self.kept or (opts and opts.remove) then
+            self.engine:request("DELETE", "/containers/" .. self.id .. "?force=1&v=1")
+        end
         self.id = nil
     end
     if self.drop_image then
@@ -910,6 +932,79 @@ local function nproc_limit()
     return min(4096, tonumber(limits:match("Max processes%s+%S+%s+(%d+)")) or 4096)
 end
 
+-- What an open's or an attach's probe found (OPEN_PROBE, ATTACH_PROBE), into handle h.
+local function adopt(h, kids)
+    h.keeper = kids and tonumber(kids.stdout:match("(%d+)%s*$"))
+    -- the runs' wrappers are root's and drop to the sandbox user for everything that
+    -- touches the sandbox, out of the program's reach: through llmbox's helper (which also
+    -- reports the program's peak memory and CPU time), else util-linux's setpriv (Debian's
+    -- images have it; busybox's cannot change ids); else the wrappers are the user's
+    h.drop = kids and (kids.stdout:find("helper", 1, true) and "helper"
+        or kids.stdout:find("setpriv", 1, true) and "root") or "user"
+    h.root_wrapper = h.drop ~= "user"
+    h.seeded = kids and kids.stdout:find("%f[%w]seed%f[%W]") ~= nil
+    local lim = h.spec.limits
+    h.ceilings = { memory = lim.memory, processes = lim.processes, cpus = lim.cpus }
+end
+
+--- attach(kind, spec) -> handle | nil, err: a session in the kept container spec.attach (an id
+--- or a name), which must be llmbox's, kept, running, and made under the settings spec asks for
+local function attach(kind, spec)
+    local id = spec.attach
+    if type(id) ~= "string" or not id:match("^[%w][%w_.%-]*$") or #id > 128 then
+        return nil, format("container %q is not a container id or name", tostring(id)), "EINVAL"
+    end
+    local e, err, code = engine.connect(kind)
+    if not e then return nil, err, code end
+    local c
+    c, err, code = e:json("GET", "/containers/" .. id .. "/json")
+    if not c then
+        if code == 404 then return nil, format("no container %q on the %s engine", id, kind), "ENOENT" end
+        return nil, err, code
+    end
+    local labels = type(c.Config) == "table" and type(c.Config.Labels) == "table" and c.Config.Labels or {}
+    if labels[container.LABEL] ~= "1" then
+        return nil, format("container %q was not made by llmbox: llmbox cannot vouch for its isolation (network, "
+            .. "capabilities, seccomp, limits) nor stop a run in it; open a session from its image instead "
+            .. "(image = %q), or attach to one llmbox kept (keep = true, --keep)", id, tostring(c.Config.Image)),
+            "EPERM"
+    end
+    if labels[container.OWNER] ~= KEPT then
+        return nil, format("container %q belongs to another llmbox session, which removes it when it closes: "
+            .. "attach only to a kept one (keep = true, --keep)", id), "EPERM"
+    end
+    if not (type(c.State) == "table" and c.State.Running) then
+        return nil, format("container %q is not running (%s): a kept container that stopped has lost its "
+            .. "workspace; remove it (`%s rm %s`)", id, type(c.State) == "table" and tostring(c.State.Status)
+            or "unknown", kind, id), "ESRCH"
+    end
+    local image = c.Config.Image
+    if spec.image and spec.image ~= image then
+        return nil, format("container %q runs image %s, not %s", id, tostring(image), spec.image), "EINVAL"
+    end
+    spec.image = image
+    local want
+    want, err = config_digest(spec, kind)
+    if not want then return nil, err end
+    if labels[CONFIG_LABEL] ~= want then
+        return nil, format("container %q was made under other settings than this session asks for (it was made "
+            .. "under policy %q, this session asks for %q; the limits and engine options count too): attach with "
+            .. "the policy and options it was made with", id, tostring(labels["io.llmbox.policy"]),
+            tostring(spec.policy.name)), "EPERM"
+    end
+    local h = setmetatable({ engine = e, kind = kind, spec = spec, id = c.Id, kept = true }, Handle)
+    local kids
+    kids, err, code = e:exec(h.id, { argv = { "/bin/sh", "-c", ATTACH_PROBE, "llmbox-attach" }, user = "0:0",
+        timeout_ms = INTERNAL_MS })
+    adopt(h, kids)
+    if not h.keeper then
+        h.id = nil
+        return nil, format("attaching to container %q: %s", id, tostring(err or (kids and ("no keeper process: "
+            .. kids.stdout .. kids.stderr)))), code
+    end
+    return h
+end
+
 -- The helper (backends/container_exec.c), beside the C module: build/lib/llmbox/container-exec,
 -- or where `make install` put it; as an archive that places it at HELPER. nil when it is not
 -- there (the runs then drop through setpriv, or not at all).
@@ -930,7 +1025,7 @@ function _M.driver(kind)
     local D = { name = kind, layout = container.layout }
     D.capabilities = {
         pool = true, persistent_workspace = true, network_policy = true, seccomp = true, images = true,
-        interactive = false, existing_sandbox = false, egress = false, commit = true,
+        interactive = false, existing_sandbox = true, egress = false, commit = true,
     }
 
     --- D.usable() -> true | false, why: does the engine answer here
@@ -965,6 +1060,7 @@ function _M.driver(kind)
     --- D.open(spec) -> handle | nil, err
     function D.open(spec, opts)
         opts = opts or {}
+        if spec.attach then return attach(kind, spec) end
         local pol = spec.policy
         if not spec.image then
             return nil, format("the %s backend runs images: name one (image = \"...\" in Lua, --image on the "
@@ -998,6 +1094,12 @@ function _M.driver(kind)
         end
         if pulled == nil then return nil, err, code end
         local made_opts = { image = spec.image, kind = kind, labels = { [container.OWNER] = owner_label() } }
+        if spec.keep then
+            local digest
+            digest, err = config_digest(spec, kind)
+            if not digest then return nil, err end
+            made_opts.labels = { [container.OWNER] = KEPT, [CONFIG_LABEL] = digest }
+        end
         if kind == "podman" then
             local perr
             made_opts.seccomp_file, perr = write_profile(container.profile_json(container.seccomp_profile(spec.syscalls)))
@@ -1007,12 +1109,13 @@ function _M.driver(kind)
         local body
         body, err = container.create_body(spec, made_opts)
         local h = setmetatable({ engine = e, kind = kind, spec = spec, seccomp_file = made_opts.seccomp_file,
+            kept = spec.keep or nil,
             -- an image this session pulled or built, to remove at close when the caller keeps none
             drop_image = pulled and pull.keep == false and spec.image or nil }, Handle)
         local made
         if body then made, err, code = e:json("POST", "/containers/create", body) end
         if not made then
-            h:close()
+            h:close({ remove = true })
             return nil, err, code
         end
         h.id = made.Id
@@ -1030,27 +1133,18 @@ function _M.driver(kind)
             kids, err, code = e:exec(h.id, { argv = { "/bin/sh", "-c", OPEN_PROBE, "llmbox-open",
                 helper and "helper" or "none" }, user = "0:0", stdin = helper, timeout_ms = INTERNAL_MS })
         end
-        h.keeper = kids and tonumber(kids.stdout:match("(%d+)%s*$"))
-        -- the runs' wrappers are root's and drop to the sandbox user for everything that
-        -- touches the sandbox, out of the program's reach: through llmbox's helper (which also
-        -- reports the program's peak memory and CPU time), else util-linux's setpriv (Debian's
-        -- images have it; busybox's cannot change ids); else the wrappers are the user's
-        h.drop = kids and (kids.stdout:find("helper", 1, true) and "helper"
-            or kids.stdout:find("setpriv", 1, true) and "root") or "user"
-        h.root_wrapper = h.drop ~= "user"
-        h.ceilings = { memory = spec.limits.memory, processes = spec.limits.processes, cpus = spec.limits.cpus }
+        adopt(h, kids)
         if not h.keeper then
-            h:close()
+            h:close({ remove = true })
             return nil, "starting the container: " .. tostring(err or (kids and ("no keeper process: " .. kids.stdout
                 .. kids.stderr))), code
         end
-        if kids.stdout:find("%f[%w]seed%f[%W]") then
-            h.seeded = true
+        if h.seeded then
             local res
             res, err, code = e:exec(h.id, { argv = { "/bin/sh", "-c", RESTORE }, user = container.USER,
                 timeout_ms = INTERNAL_MS })
             if not res or res.exit_code ~= 0 then
-                h:close()
+                h:close({ remove = true })
                 return nil, format("restoring the workspace committed into image %s: %s", spec.image,
                     tostring(res and res.stderr:gsub("%s+$", "") or err)), code
             end

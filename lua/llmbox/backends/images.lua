@@ -28,6 +28,22 @@ function _M.split(image)
     return image, "latest"
 end
 
+--- images.is_reference(image) -> boolean: an image reference ("name[:tag][@digest]", registry
+--- and path parts); it goes into request paths, so nothing else may pass
+function _M.is_reference(image)
+    return type(image) == "string" and #image <= 255 and image:match("^[%w][%w%._/:@%-]*$") ~= nil
+        and not image:find("..", 1, true) and not image:find("//", 1, true)
+end
+
+--- images.commit_target(image) -> true | nil, err: may a commit be saved under this name
+function _M.commit_target(image)
+    if not _M.is_reference(image) then
+        return nil, format("commit: %q is not an image reference (name[:tag])", tostring(image))
+    end
+    if image:find("@", 1, true) then return nil, "commit: name the image by a tag, not a digest" end
+    return true
+end
+
 --- images.present(e, image) -> true | false | nil, err: does engine e have the image
 function _M.present(e, image)
     local res, err, code = e:request("GET", "/images/" .. image .. "/json")

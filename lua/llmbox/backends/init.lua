@@ -23,7 +23,7 @@ _M.CAPABILITIES = {
     "seccomp",              -- the policy's syscall rules are enforced
     "images",               -- runs inside an image chosen by the user
     "interactive",          -- one interpreter lives across runs (cells)
-    "existing_sandbox",     -- attaches to a sandbox llmbox did not create
+    "existing_sandbox",     -- keeps a sandbox past its session, and attaches to one by id
     "egress",               -- outbound network that can never reach the host
     "commit",               -- saves a sandbox's workspace as an image (session:commit)
 }

@@ -212,7 +212,7 @@ function _M.run(argv)
 end
 
 function _M.exec(argv)
-    local llmbox = require "llmbox"
+    local session = require "llmbox.session"
     local opts, pos = cli_args.parse(argv, EXEC_SPEC)
     if not opts then return die(pos .. " (see llmbox --help)") end
     local cmd = opts.rest or pos
@@ -221,13 +221,13 @@ function _M.exec(argv)
     if terr then return die(terr) end
     if opts.remove and not opts.container then return die("--remove goes with --container ID") end
     local pull, on_progress = image_pull(opts)
-    local s, err = require("llmbox.session").one_shot({ policy = opts.policy, backend = opts.backend, image = opts.image, pull = pull,
-        on_progress = on_progress, dockerfile = opts.dockerfile, keep = opts.keep, container = opts.container },
-        opts.commit)
+    local s, err = session.one_shot({ policy = opts.policy, backend = opts.backend, image = opts.image,
+        pull = pull, on_progress = on_progress, dockerfile = opts.dockerfile, keep = opts.keep,
+        container = opts.container }, opts.commit)
     if not s then return die(err) end
     local term = not opts.json and output.terminal() or nil
     local r, rerr = s:exec(cmd, run_opts(opts, timeout, term))
-    require("llmbox.session").conclude(s, r, opts)
+    session.conclude(s, r, opts)
     if not r then return die(rerr, EXIT_FAILURE, term) end
     return finish(r, opts, term)
 end

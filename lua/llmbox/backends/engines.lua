@@ -15,9 +15,12 @@
 -- kills every process but init and itself (Handle:sweep): the Docker API cannot kill an exec.
 -- Pools' warm starts keep an exec of the wrapper open (its warm mode, Handle:prestart).
 --
+-- A session commits to an image (Handle:commit: the workspace as an archive in the image,
+-- unpacked at open and reset), and a container kept past its session (keep) is attached to
+-- by id (attach), under the settings it was made with.
+--
 -- Not built yet (the docker/podman issue says what is missing): installs (which need a
--- network), committing a container, attaching to one llmbox did not make; what is refused
--- says so.
+-- network), attaching to a container llmbox did not make; what is refused says so.
 local container = require "llmbox.backends.container"
 local images = require "llmbox.backends.images"
 local task = require "llmbox.task"
@@ -849,7 +852,7 @@ function Handle:commit(image)
     made, err, code = e:json("POST", "/containers/create", { Image = self.spec.image, Cmd = not has_cmd and
         { "/bin/sh" } or nil, Labels = { [container.LABEL] = "1", [container.OWNER] = owner_label() } })
     if not made then return nil, "commit: " .. tostring(err), code end
-    local ok = true
+    ok = true
     if archive then
         ok, err, code = e:json("PUT", "/containers/" .. made.Id .. "/archive?path=/", archive,
             { headers = { ["Content-Type"] = "application/x-tar" }, timeout_ms = images.PULL_TIMEOUT_MS })

@@ -12,6 +12,18 @@ int clock_gettime(int clk, llmbox_timespec *ts);
 int nanosleep(const llmbox_timespec *req, llmbox_timespec *rem);
 ]]
 local timespec = ffi.typeof("llmbox_timespec")
+-- (declared apart: another module may have declared them already)
+pcall(ffi.cdef, "char *realpath(const char *path, char *resolved);")
+pcall(ffi.cdef, "void free(void *p);")
+
+--- util.realpath(path) -> the path with every symlink, "." and ".." resolved | nil (it does not exist)
+function _M.realpath(path)
+    local p = ffi.C.realpath(path, nil)
+    if p == nil then return nil end
+    local out = ffi.string(p)
+    ffi.C.free(p)
+    return out
+end
 
 -- Milliseconds of CLOCK_MONOTONIC (os.clock is CPU time, os.time has whole seconds).
 --- util.random_hex(n) -> n random bytes from the kernel, as hex

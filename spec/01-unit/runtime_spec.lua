@@ -55,6 +55,30 @@ describe("runtime engine options #unpriv", function()
             assert.is_nil(s, case[2])
             assert.matches(case[2], err, 1, true)
         end
+        -- host mounts: read-only, of what the policy shows read-only, with no symlink out of it
+        local dir = os.tmpname()
+        os.remove(dir)
+        assert(os.execute("mkdir " .. dir .. " && ln -s /etc " .. dir .. "/out && mkdir " .. dir .. "/in") == 0)
+        finally(function() os.execute("rm -rf " .. dir) end)
+        local p = assert(policy.from_table({ extends = "default", filesystem = { ro = { "/usr", dir } } }, "data"))
+        local with = plan.sandbox(p, nil, { image = "x:1" })
+        local got = assert(runtime.apply(with, { volumes = { dir .. "/in:/data:ro", "/usr/share:/share" } }))
+        assert.same({ { src = dir .. "/in", dst = "/data" }, { src = "/usr/share", dst = "/share" } }, got.volumes)
+        for _, case in ipairs({
+            { dir .. "/out:/data", "/etc is not in it" },
+            { dir .. "/in:/data:rw", "host mounts are read-only" },
+            { dir .. "/in:/sandbox/d", "would cover /sandbox" },
+            { dir .. "/in:/usr/local", "would cover /usr" },
+            { dir .. "/in:/", "would cover /" },
+            { dir .. "/../x:/data", "without . or .." },
+            { dir .. "/missing:/data", "does not exist on this host" },
+            { "relative:/data", "both absolute" },
+        }) do
+            local none, verr = runtime.apply(with, { volumes = { case[1] } })
+            assert.is_nil(none, case[1])
+            assert.matches(case[2], verr, 1, true)
+            assert.matches('(policy "data")', verr, 1, true)
+        end
         local _, err = runtime.apply(spec(), { privileged = true })
         assert.matches('(policy "default"; no policy can allow it in this version)', err, 1, true)
     end)

@@ -304,6 +304,28 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.matches("runtime.cap_add = SYS_ADMIN is refused", err, 1, true)
         end)
 
+        it("mounts, read-only, a host path the policy shows its sandboxes, and no other", function()
+            if not needs_engine() then return end
+            local llmbox = require "llmbox"
+            local dir = helpers.tmpdir()
+            helpers.write(dir .. "/data.csv", "a,b\n1,2\n")
+            os.execute("chmod 755 " .. helpers.shell_quote(dir) .. " && chmod 644 " .. helpers.shell_quote(dir .. "/data.csv"))
+            local p = assert(policy.from_table({ extends = "default", filesystem = { ro = { "/usr", dir } } }, "data"))
+            local s = assert(llmbox.session({ backend = kind, lang = "shell", image = busybox.IMAGE, policy = p,
+                runtime = { volumes = { dir .. ":/data:ro" } } }))
+            finally(function()
+                s:close()
+                os.execute("rm -rf " .. helpers.shell_quote(dir))
+            end)
+            local r = assert(s:run("cat /data/data.csv; touch /data/x 2>/dev/null || echo read-only"))
+            assert.equal("a,b\n1,2\nread-only\n", r.stdout)
+            -- not under the policy's read-only paths: refused, naming the path
+            local s2, err = llmbox.session({ backend = kind, lang = "shell", image = busybox.IMAGE,
+                runtime = { volumes = { dir .. ":/data" } } })
+            assert.is_nil(s2)
+            assert.matches("only what the policy's filesystem.ro shows", err, 1, true)
+        end)
+
         it("opens and empties containers in steps: two openings progress in one loop, none blocks it", function()
             if not needs_engine() then return end
             local a, b = driver.open_start(spec()), driver.open_start(spec())

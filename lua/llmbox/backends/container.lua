@@ -286,6 +286,12 @@ function _M.create_body(spec, opts)
     }
     -- more size-limited tmpfs the caller asked for (runtime = { tmpfs = ... }), the sandbox user's
     for path, bytes in pairs(spec.tmpfs or {}) do host.Tmpfs[path] = tmpfs(bytes, "1777") end
+    -- host paths the policy shows read-only, which the caller asked for (runtime = { volumes = ... },
+    -- checked by llmbox.backends.runtime): read-only, never propagating mounts back
+    if spec.volumes then
+        host.Binds = {}
+        for i, m in ipairs(spec.volumes) do host.Binds[i] = m.src .. ":" .. m.dst .. ":ro,rprivate" end
+    end
     if opts.kind == "podman" then
         -- Podman's compatible API ignores MaskedPaths: its own security option says the same
         host.SecurityOpt[#host.SecurityOpt + 1] = "mask=" .. table.concat(_M.MASKED_PATHS, ":")

@@ -1079,6 +1079,11 @@ function _M.driver(kind)
         end
         local e, err, code = engine.connect(kind)
         if not e then return nil, err, code end
+        if spec.volumes and not e.endpoint.socket then
+            -- checked against this host's files; a remote engine's are another machine's
+            return nil, format("host mounts (runtime.volumes) are refused on a %s engine reached over TCP: they "
+                .. "name the engine host's files, which llmbox cannot check from here", kind), "EPERM"
+        end
         -- pulled when missing (spec.pull says otherwise: "never", "always")
         local pull = spec.pull or {}
         local pulled

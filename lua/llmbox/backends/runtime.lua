@@ -3,11 +3,13 @@
 -- security_opt, cap_drop, cap_add, user, privileged, volumes, devices). They are checked against
 -- the session's policy: what only tightens the sandbox is folded into its spec (a lower memory,
 -- CPU, process or open-file ceiling, an extra size-limited tmpfs, more capabilities dropped);
--- what would loosen it (privileged mode, another network, added capabilities, host mounts,
--- devices, another user or security option, a writable root) is refused, naming the option and
--- the policy. No policy allows a loosening option in this version.
+-- what would loosen it (privileged mode, another network, added capabilities, devices, another
+-- user or security option, a writable root) is refused, naming the option and the policy. Host
+-- mounts (volumes) are taken read-only, and only of what the policy already shows its sandboxes
+-- read-only (filesystem.ro, which native mounts the same way).
 local format, tostring, type, pairs, ipairs = string.format, tostring, type, pairs, ipairs
 local min = math.min
+local util = require "llmbox.util"
 
 local _M = {}
 
@@ -41,6 +43,48 @@ local function copy(t)
     local c = {}
     for k, v in pairs(t) do c[k] = v end
     return c
+end
+
+-- Is path at or below dir (whole components)?
+local function under(path, dir)
+    return path == dir or dir == "/" or path:sub(1, #dir + 1) == dir .. "/"
+end
+
+local function plain_absolute(path)
+    return type(path) == "string" and path:match("^/[%w._/@+,=-]*$") ~= nil and not path:find("//", 1, true)
+        and not path:find("/%.%.?/") and not path:find("/%.%.?$")
+end
+
+-- One host mount, "SRC:DST[:ro]" -> { src =, dst = } | nil, err. SRC is resolved on this host
+-- (no symlink leads out of what the policy shows) and must be at or below one of the spec's
+-- read-only paths (the policy's filesystem.ro, the recipe's, the install sources), also resolved; DST may not cover the sandbox's own mounts or the image's
+-- system directories; the mount is read-only.
+local function volume(spec, v)
+    local function refuse(why)
+        return nil, format("runtime.volumes = %s is refused: %s (policy %q)", tostring(v), why, spec.policy.name)
+    end
+    if type(v) ~= "string" then return refuse("expected \"/host/path:/path/inside[:ro]\"") end
+    local src, dst, mode = v:match("^([^:]+):([^:]+):?([^:]*)$")
+    if not src or not plain_absolute(src) or not plain_absolute(dst) then
+        return refuse("expected \"/host/path:/path/inside[:ro]\", both absolute, without . or ..")
+    end
+    if mode ~= "" and mode ~= "ro" then
+        return refuse("host mounts are read-only (\":ro\"), as the policy's own are")
+    end
+    if #dst > 1 then dst = dst:gsub("/$", "") end
+    for _, r in ipairs(RESERVED) do
+        if under(dst, r) and (r ~= "/" or dst == "/") then
+            return refuse(format("%s would cover %s, which the sandbox keeps as it is", dst, r))
+        end
+    end
+    local real = util.realpath(src)
+    if not real then return refuse(format("%s does not exist on this host", src)) end
+    for _, m in ipairs(spec.mounts or {}) do
+        local allowed = util.realpath(m.src)
+        if allowed and under(real, allowed) then return { src = real, dst = dst } end
+    end
+    return refuse(format("host mounts reach the host's files: only what the policy's filesystem.ro shows "
+        .. "(read-only) may be mounted, and %s is not in it", real))
 end
 
 local function list(v)
@@ -84,11 +128,18 @@ function _M.apply(spec, opts)
         return refuse("cap_add", caps and table.concat(caps, ",") or tostring(opts.cap_add),
             "programs run with no capability")
     end
-    for _, key in ipairs({ "volumes", "devices" }) do
-        local v = opts[key]
-        if v ~= nil and not (type(v) == "table" and next(v) == nil) then
-            return refuse(key, type(v) == "table" and table.concat(list(v) or {}, ",") or tostring(v),
-                key == "volumes" and "host mounts reach the host's files" or "host devices reach the host's hardware")
+    local dev = opts.devices
+    if dev ~= nil and not (type(dev) == "table" and next(dev) == nil) then
+        return refuse("devices", type(dev) == "table" and table.concat(list(dev) or {}, ",") or tostring(dev),
+            "host devices reach the host's hardware")
+    end
+    local mounts
+    if opts.volumes ~= nil then
+        mounts = {}
+        for _, v in ipairs(list(opts.volumes) or { opts.volumes }) do
+            local m, err = volume(spec, v)
+            if not m then return nil, err end
+            mounts[#mounts + 1] = m
         end
     end
     for _, o in ipairs(list(opts.security_opt) or {}) do
@@ -108,6 +159,7 @@ function _M.apply(spec, opts)
     -- what tightens it: the lower of the option and the policy's ceiling
     local out = copy(spec)
     out.limits = copy(lim)
+    out.volumes = mounts and #mounts > 0 and mounts or nil
     local function ceiling(key, name, value, cur, show)
         if value > cur then
             return nil, format("runtime.%s = %s is above policy %q's %s limit (%s): choose a policy that allows it",

@@ -57,8 +57,9 @@ end
 
 -- One host mount, "SRC:DST[:ro]" -> { src =, dst = } | nil, err. SRC is resolved on this host
 -- (no symlink leads out of what the policy shows) and must be at or below one of the spec's
--- read-only paths (the policy's filesystem.ro, the recipe's, the install sources), also resolved; DST may not cover the sandbox's own mounts or the image's
--- system directories; the mount is read-only.
+-- read-only paths (the policy's filesystem.ro, the recipe's, the install sources), also
+-- resolved; DST may not cover the sandbox's own mounts or the image's system directories; the
+-- mount is read-only.
 local function volume(spec, v)
     local function refuse(why)
         return nil, format("runtime.volumes = %s is refused: %s (policy %q)", tostring(v), why, spec.policy.name)

@@ -6,7 +6,8 @@
 --   plan.sandbox(policy, recipe [, { image = }]) -> {
 --     policy   = { name =, path = }        for messages that name the policy
 --     network  = { mode = "none" | ... }   what the policy asks for; a driver refuses what it lacks
---     mounts   = { { src =, dst =, optional = }, ... }   read-only paths from the host
+--     mounts   = { { src =, dst =, optional =, install_source = }, ... }   read-only paths from
+--                the host (install_source: a package manager's offline source)
 --     image    = "name:tag" | nil           the caller's; native refuses one
 --     limits   = { workspace =, tmp =, cgroup = "require" | ..., cpus =,   the sandbox's own, and
 --                  memory =, processes =, open_files = }                   its runs' ceilings
@@ -49,12 +50,15 @@ local function mounts(policy, recipe)
     local lib = policy.libraries
     if lib and lib.allow then
         -- offline sources the package managers read, at the same paths inside
+        -- (install_source: the container backends mount these too, where an image has its own /usr)
         for _, d in ipairs(lib.sources.python and lib.sources.python.find_links or {}) do
-            ro[#ro + 1] = { src = d, dst = d, optional = false }
+            ro[#ro + 1] = { src = d, dst = d, optional = false, install_source = true }
         end
         local r, ruby = lib.sources.r, lib.sources.ruby
         for _, local_dir in pairs({ r = r and r.repos, ruby = ruby and ruby.source }) do
-            if local_dir:sub(1, 1) == "/" then ro[#ro + 1] = { src = local_dir, dst = local_dir } end
+            if local_dir:sub(1, 1) == "/" then
+                ro[#ro + 1] = { src = local_dir, dst = local_dir, install_source = true }
+            end
         end
         if lib.network then
             -- name resolution for the install step (the only run that gets a network)

@@ -326,6 +326,19 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.matches("only what the policy's filesystem.ro shows", err, 1, true)
         end)
 
+        it("refuses an install that needs the network, saying what works instead", function()
+            if not needs_engine() then return end
+            assert(busybox.ensure_python(e))
+            local s = assert(require("llmbox").session({ backend = kind, lang = "python", image = busybox.PYTHON_IMAGE,
+                policy = "permissive" }))
+            finally(function() s:close() end)
+            local r, err = s:install({ "anything" })
+            assert.is_nil(r)
+            assert.matches(("the %s backend gives no run a network, and this policy's installs need one"):format(kind),
+                err, 1, true)
+            assert.matches("install from offline sources here", err, 1, true)
+        end)
+
         it("opens and empties containers in steps: two openings progress in one loop, none blocks it", function()
             if not needs_engine() then return end
             local a, b = driver.open_start(spec()), driver.open_start(spec())
@@ -420,11 +433,11 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.equal(137, res.exit_code)
         end)
 
-        it("refuses what it cannot do yet, saying so", function()
+        it("refuses a run the host's network, saying what works instead", function()
             if not needs_engine() then return end
             local ok, err = run({ "true" }, { host_network = true })
             assert.is_nil(ok)
-            assert.matches("host's network", err, 1, true)
+            assert.matches("gives no run a network", err, 1, true)
         end)
 
         it("says what is missing when no image is named or the image is not there", function()

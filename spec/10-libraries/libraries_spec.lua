@@ -1,5 +1,8 @@
 -- Library installs: into the session's workspace, from an offline source or the npm registry,
--- with the network for the install step only, and names that cannot smuggle options.
+-- with the network for the install step only, and names that cannot smuggle options. The
+-- offline ones are in the conformance suite: the container backends mount the policy's offline
+-- sources read-only, as native does; an install that needs the network waits for an egress mode
+-- there (the npm one is native's alone).
 local llmbox = require "llmbox"
 local helpers = require "spec.helpers"
 local wheel = require "support.wheel"
@@ -21,7 +24,7 @@ describe("libraries", function()
         os.remove(pol)
     end)
 
-    it("streams the install's output after an on_phase mark, then the program's #unpriv", function()
+    it("streams the install's output after an on_phase mark, then the program's #unpriv #conformance", function()
         local events = {}
         local function on(kind) return function(x) events[#events + 1] = kind .. ":" .. x end end
         local r = assert(llmbox.run("print('ran')", { policy = pol, libraries = { "llmboxdemo==1.0" },
@@ -39,7 +42,7 @@ describe("libraries", function()
         assert.same({ "out:ran\n" }, events)
     end)
 
-    it("installs a locally built wheel into the session's workspace, offline #unpriv", function()
+    it("installs a locally built wheel into the session's workspace, offline #unpriv #conformance", function()
         local s = assert(llmbox.session({ lang = "python", policy = pol }))
         local r = assert(s:run("import llmboxdemo; print(llmboxdemo.answer())", { libraries = { "llmboxdemo==1.0" } }))
         assert.equal(0, r.exit_code, r.stderr)
@@ -56,7 +59,7 @@ describe("libraries", function()
         assert.matches("ModuleNotFoundError", r.stderr)
     end)
 
-    it("pools pre-install libraries into each ready sandbox, before the warm start #unpriv", function()
+    it("pools pre-install libraries into each ready sandbox, before the warm start #unpriv #conformance", function()
         local p = assert(llmbox.pool({ lang = "python", policy = pol, min = 1, max = 2,
             libraries = { "llmboxdemo==1.0" } }))
         for _ = 1, 2 do
@@ -84,7 +87,7 @@ describe("libraries", function()
         assert.matches("installing libraries failed", bad, 1, true)
     end)
 
-    it("reports a failed install as the install's result, not a sandbox error #unpriv", function()
+    it("reports a failed install as the install's result, not a sandbox error #unpriv #conformance", function()
         local s = assert(llmbox.session({ lang = "python", policy = pol }))
         local r = assert(s:run("print(1)", { libraries = { "no-such-package" } }))
         s:close()
@@ -93,7 +96,7 @@ describe("libraries", function()
         assert.matches("No matching distribution", r.stderr)
     end)
 
-    it("refuses package names that smuggle options, paths, URLs or shell #unpriv", function()
+    it("refuses package names that smuggle options, paths, URLs or shell #unpriv #conformance", function()
         local s = assert(llmbox.session({ lang = "python", policy = pol }))
         for _, bad in ipairs({ "--index-url=http://evil.example/", "-e.", "x; rm -rf /", "$(id)", "a b",
             "../../etc/passwd", "/tmp/x.whl", "http://evil.example/x.whl", "git+https://x/y", "" }) do
@@ -104,7 +107,7 @@ describe("libraries", function()
         s:close()
     end)
 
-    it("is refused by a policy that does not allow installs #unpriv", function()
+    it("is refused by a policy that does not allow installs #unpriv #conformance", function()
         local s = assert(llmbox.session({ lang = "python", policy = "default" }))
         local r, err = s:run("print(1)", { libraries = { "anything" } })
         s:close()
@@ -127,7 +130,7 @@ require('dns').lookup('registry.npmjs.org', (err) => { console.log(err ? 'no net
     end)
 end)
 
-describe("libraries from local R and Ruby repositories #unpriv", function()
+describe("libraries from local R and Ruby repositories #unpriv #conformance", function()
     local dir
     setup(function()
         dir = helpers.tmppath()

@@ -239,7 +239,8 @@ end
 --- where the engine finds the profile (Podman, which reads a path; the profile_json of
 --- seccomp_profile(spec.syscalls)); without it the profile goes in the body (Docker);
 --- opts.nproc: RLIMIT_NPROC to set (Podman: the engine host's hard limit); opts.kind: the
---- engine ("docker" or "podman"), where their APIs differ.
+--- engine ("docker" or "podman"), where their APIs differ; opts.local_engine: the engine runs on
+--- this host (its socket is here), so the policy's offline install sources are mounted.
 function _M.create_body(spec, opts)
     local pol = spec.policy
     if type(opts) ~= "table" or type(opts.image) ~= "string" or opts.image == "" then
@@ -288,10 +289,16 @@ function _M.create_body(spec, opts)
     for path, bytes in pairs(spec.tmpfs or {}) do host.Tmpfs[path] = tmpfs(bytes, "1777") end
     -- host paths the policy shows read-only, which the caller asked for (runtime = { volumes = ... },
     -- checked by llmbox.backends.runtime): read-only, never propagating mounts back
-    if spec.volumes then
-        host.Binds = {}
-        for i, m in ipairs(spec.volumes) do host.Binds[i] = m.src .. ":" .. m.dst .. ":ro,rprivate" end
+    -- and the package managers' offline sources the policy names (its own mounts are the host's
+    -- system paths, which an image has of its own), where the engine shares this host's files
+    local binds = {}
+    for _, m in ipairs(spec.volumes or {}) do binds[#binds + 1] = m.src .. ":" .. m.dst .. ":ro,rprivate" end
+    if opts.local_engine then
+        for _, m in ipairs(spec.mounts or {}) do
+            if m.install_source then binds[#binds + 1] = m.src .. ":" .. m.dst .. ":ro,rprivate" end
+        end
     end
+    if #binds > 0 then host.Binds = binds end
     if opts.kind == "podman" then
         -- Podman's compatible API ignores MaskedPaths: its own security option says the same
         host.SecurityOpt[#host.SecurityOpt + 1] = "mask=" .. table.concat(_M.MASKED_PATHS, ":")

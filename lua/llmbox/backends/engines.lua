@@ -19,8 +19,9 @@
 -- unpacked at open and reset), and a container kept past its session (keep) is attached to
 -- by id (attach), under the settings it was made with.
 --
--- Not built yet (the docker/podman issue says what is missing): installs (which need a
--- network), attaching to a container llmbox did not make; what is refused says so.
+-- Not built yet (the docker/podman issue says what is missing): installs that need a network
+-- (offline sources work: they are mounted read-only), attaching to a container llmbox did not
+-- make; what is refused says so.
 local container = require "llmbox.backends.container"
 local images = require "llmbox.backends.images"
 local task = require "llmbox.task"
@@ -285,10 +286,6 @@ while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i
 exit 0
 ]]
 
-local function refuse(kind, what)
-    return nil, format("the %s backend cannot %s yet (the container backends are not finished)", kind, what),
-        "EOPNOTSUPP"
-end
 
 
 -- A copy's path in the container: relative ones are the workspace's, as on native; a ".."
@@ -353,8 +350,8 @@ end
 local KEPT = "kept"
 local CONFIG_LABEL = "io.llmbox.config"
 
-local function config_digest(spec, kind)
-    local body, err = container.create_body(spec, { image = "-", kind = kind })
+local function config_digest(spec, kind, local_engine)
+    local body, err = container.create_body(spec, { image = "-", kind = kind, local_engine = local_engine })
     if not body then return nil, err end
     body.Labels, body.Image = nil, nil
     return core.sha256(json.encode(body))
@@ -432,7 +429,13 @@ end
 --- handle:run{ argv, env, cwd, stdin, files, clean, limits, on_stdout, on_stderr } -> result
 function Handle:run(spec)
     if not self.id then return nil, "session is closed" end
-    if spec.host_network then return refuse(self.kind, "give a run the host's network (library installs)") end
+    if spec.host_network then
+        -- native gives an install the host's network; no container ever gets it
+        return nil, format("the %s backend gives no run a network, and this policy's installs need one "
+            .. "(libraries.network = true): install from offline sources here (libraries.sources: find_links, a "
+            .. "local R or Ruby repository, which are mounted read-only), or use the native backend", self.kind),
+            "EOPNOTSUPP"
+    end
     local lim = spec.limits or {}
     -- memory, processes and CPU share are the container's cgroup's: set for this run
     local ok, uerr, ucode = self:fit(lim)
@@ -987,7 +990,7 @@ local function attach(kind, spec)
     end
     spec.image = image
     local want
-    want, err = config_digest(spec, kind)
+    want, err = config_digest(spec, kind, e.endpoint.socket ~= nil)
     if not want then return nil, err end
     if labels[CONFIG_LABEL] ~= want then
         return nil, format("container %q was made under other settings than this session asks for (it was made "
@@ -1101,10 +1104,11 @@ function _M.driver(kind)
             pulled, err, code = images.ensure(e, spec.image, { pull = pull.policy, on_progress = pull.on_progress })
         end
         if pulled == nil then return nil, err, code end
-        local made_opts = { image = spec.image, kind = kind, labels = { [container.OWNER] = owner_label() } }
+        local made_opts = { image = spec.image, kind = kind, labels = { [container.OWNER] = owner_label() },
+            local_engine = e.endpoint.socket ~= nil }
         if spec.keep then
             local digest
-            digest, err = config_digest(spec, kind)
+            digest, err = config_digest(spec, kind, made_opts.local_engine)
             if not digest then return nil, err end
             made_opts.labels = { [container.OWNER] = KEPT, [CONFIG_LABEL] = digest }
         end

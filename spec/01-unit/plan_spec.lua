@@ -33,7 +33,7 @@ describe("sandbox plan #unpriv", function()
         for _, m in ipairs(plan.sandbox(with_libraries(true), nil).mounts) do
             if m.dst == "/srv/wheels" then found = m end
         end
-        assert.same({ src = "/srv/wheels", dst = "/srv/wheels", optional = false }, found)
+        assert.same({ src = "/srv/wheels", dst = "/srv/wheels", optional = false, install_source = true }, found)
         for _, m in ipairs(plan.sandbox(with_libraries(false), nil).mounts) do
             assert.is_not.equal("/srv/wheels", m.dst)
         end

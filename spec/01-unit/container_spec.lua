@@ -24,6 +24,17 @@ end
 describe("container create body #unpriv", function()
     local p = assert(policy.load("default"))
 
+    it("mounts no host path but the caller's checked volumes and, on a local engine, the offline sources", function()
+        local s = spec_for("default")
+        assert.is_nil(assert(container.create_body(s, { image = "img:1", local_engine = true })).HostConfig.Binds)
+        s.mounts[#s.mounts + 1] = { src = "/srv/wheels", dst = "/srv/wheels", install_source = true }
+        s.volumes = { { src = "/srv/data", dst = "/data" } }
+        assert.same({ "/srv/data:/data:ro,rprivate", "/srv/wheels:/srv/wheels:ro,rprivate" },
+            assert(container.create_body(s, { image = "img:1", local_engine = true })).HostConfig.Binds)
+        -- a remote engine's paths are another machine's
+        assert.same({ "/srv/data:/data:ro,rprivate" }, assert(container.create_body(s, { image = "img:1" })).HostConfig.Binds)
+    end)
+
     it("is hardened by default, with the policy's sizes and ceilings", function()
         local body = assert(container.create_body(spec_for("default"), { image = "img:1" }))
         local h = body.HostConfig

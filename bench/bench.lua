@@ -5,7 +5,8 @@
 --   build/bin/llmbox script bench/bench.lua [RESULTS_DIR]
 --
 -- Environment: BENCH_QUICK=1 (fewer iterations, for trying it out), BENCH_DOCKER ("ok IMAGE
--- DOCKER_BIN" or "skip REASON", as printed by bench/docker-setup.sh; unset: docker is skipped).
+-- DOCKER_BIN" or "skip REASON", as printed by bench/docker-setup.sh; unset: docker is skipped),
+-- BENCH_PODMAN (the same, from bench/podman-setup.sh).
 -- Writes RESULTS_DIR/results.md, results.json and latency.png (default bench/results).
 -- Never a timed test: it reports what it measures, goals included, and always exits 0 unless the
 -- sandbox itself fails.
@@ -64,6 +65,21 @@ local BWRAP = { "/usr/bin/bwrap", "--unshare-all", "--unshare-user", "--die-with
 local docker_state = os.getenv("BENCH_DOCKER") or "skip docker setup was not run (use make bench)"
 local DOCKER_IMAGE, DOCKER_BIN = docker_state:match("^ok (%S+) (%S+)")
 local DOCKER_SKIP = not DOCKER_IMAGE and (docker_state:match("^skip (.*)") or docker_state) or nil
+local podman_state = os.getenv("BENCH_PODMAN") or "skip podman setup was not run (use make bench)"
+local PODMAN_IMAGE, PODMAN_BIN = podman_state:match("^ok (%S+) (%S+)")
+local PODMAN_SKIP = not PODMAN_IMAGE and (podman_state:match("^skip (.*)") or podman_state) or nil
+-- The container engines llmbox drives, each with its own image of the same root and its own
+-- `run --rm` to compare with (podman needs rlimits at or below the host's: ENVIRONMENT.md).
+local ENGINES = {}
+if DOCKER_IMAGE then
+    ENGINES[#ENGINES + 1] = { kind = "docker", image = DOCKER_IMAGE,
+        run = { DOCKER_BIN, "run", "--rm", "--network", "none", DOCKER_IMAGE, "python3", "-c", "print(1)" } }
+end
+if PODMAN_IMAGE then
+    ENGINES[#ENGINES + 1] = { kind = "podman", image = PODMAN_IMAGE,
+        run = { PODMAN_BIN, "run", "--rm", "--network", "none", "--ulimit", "nofile=1024:1024", "--ulimit",
+            "nproc=1024:1024", PODMAN_IMAGE, "python3", "-c", "print(1)" } }
+end
 
 local have_bwrap = B.read_file("/usr/bin/bwrap") ~= nil
 
@@ -166,27 +182,30 @@ if have_bwrap then
         time_process(r, BWRAP)
     end }
 end
--- llmbox's docker backend: the same image, hardened as the
--- sandbox spec asks, driven through the Engine API
-local docker_driver, docker_spec
-if DOCKER_IMAGE then
-    docker_driver = require("llmbox.backends.engines").driver("docker")
-    docker_spec = require("llmbox.plan").sandbox(assert(require("llmbox.policy").load("default")), nil,
-        { image = DOCKER_IMAGE })
-end
+-- llmbox's docker and podman backends: the same image, hardened as the sandbox spec asks,
+-- driven through the Engine API; closing is also a row of its own (its goal is its own)
 local DOCKER_RUN = { argv = { "python3", "-c", "print(1)" }, env = { "PATH=/usr/bin:/bin" }, cwd = "/sandbox",
     limits = { timeout = 30, output = 65536 } }
-if DOCKER_IMAGE then
-    latency_rows[#latency_rows + 1] = { row("docker", "docker run --rm --network none", { short = "docker run" }), function(r, round)
-        if round > N.docker_rounds then return end
-        time_process(r, { DOCKER_BIN, "run", "--rm", "--network", "none", DOCKER_IMAGE, "python3", "-c", "print(1)" })
-        B.sleep_ms(100) -- let containerd and dockerd finish tearing the container down
-    end }
-    latency_rows[#latency_rows + 1] = { row("docker_driver", "llmbox docker backend: open + run + close",
-        { short = "llmbox docker" }), function(r, round)
+for _, eng in ipairs(ENGINES) do
+    local k = eng.kind
+    eng.driver = require("llmbox.backends.engines").driver(k)
+    eng.spec = require("llmbox.plan").sandbox(assert(require("llmbox.policy").load("default")), nil,
+        { image = eng.image })
+    latency_rows[#latency_rows + 1] = { row(k, k .. " run --rm --network none", { short = k .. " run" }),
+        function(r, round)
+            if round > N.docker_rounds then return end
+            time_process(r, eng.run)
+            B.sleep_ms(100) -- let the engine finish tearing the container down
+        end }
+    -- (filled from the open + run + close row's parts once the latency rounds are done, so that
+    -- the warm-up rounds stay out of it)
+    row(k .. "_close", fmt("llmbox %s backend: close (remove the container)", k),
+        { section = "session", short = k .. ": close" })
+    latency_rows[#latency_rows + 1] = { row(k .. "_driver", fmt("llmbox %s backend: open + run + close", k),
+        { short = "llmbox " .. k }), function(r, round)
         if round > N.docker_rounds then return end
         local t0 = now()
-        local h, err = docker_driver.open(docker_spec)
+        local h, err = eng.driver.open(eng.spec)
         local t1 = now()
         local res, rerr, t2
         if h then
@@ -197,8 +216,10 @@ if DOCKER_IMAGE then
         local ms = now() - t0
         local ok, why = check_result(res, rerr or err)
         record(r, ms, ok, why)
-        if ok then part(r, "open: create, start, find the keeper", t1 - t0) part(r, "run: one exec", t2 - t1)
-            part(r, "close: remove the container", ms - (t2 - t0)) end
+        if ok then
+            part(r, "open: create, start, find the keeper", t1 - t0) part(r, "run: one exec", t2 - t1)
+            part(r, "close: remove the container", ms - (t2 - t0))
+        end
         B.sleep_ms(100)
     end }
 end
@@ -237,6 +258,10 @@ for round = 1, total_rounds do
     end
 end
 local pool_stats = pool:stats()
+for _, eng in ipairs(ENGINES) do
+    local parts = by_id[eng.kind .. "_driver"].parts
+    by_id[eng.kind .. "_close"].samples = parts and parts["close: remove the container"] or {}
+end
 
 -- 2. runs inside one open session
 log("bench: runs inside an open session (%d each)", N.session)
@@ -260,15 +285,16 @@ do
     s:close()
 end
 
-if DOCKER_IMAGE then
-    local r = row("docker_session_run", "open docker container: run python3 -c 'print(1)'",
-        { section = "session", short = "docker: run in open container" })
-    local h, herr = docker_driver.open(docker_spec)
+for _, eng in ipairs(ENGINES) do
+    local k = eng.kind
+    local r = row(k .. "_session_run", fmt("open %s container: run python3 -c 'print(1)'", k),
+        { section = "session", short = k .. ": run in open container" })
+    local h, herr = eng.driver.open(eng.spec)
     if not h then
         record(r, 0, false, herr)
     else
-        for i = 1, N.warmup do h:run(DOCKER_RUN) end
-        for i = 1, N.docker_rounds do
+        for _ = 1, N.warmup do h:run(DOCKER_RUN) end
+        for _ = 1, N.docker_rounds do
             quiesce()
             local t0 = now()
             local res, rerr = h:run(DOCKER_RUN)
@@ -279,12 +305,13 @@ if DOCKER_IMAGE then
     end
 end
 
-if DOCKER_IMAGE then
-    -- a docker pool: the lease's first run goes to the interpreter its container started ahead
-    -- of time (the warm mode of the driver's wrapper); the refill is not timed
-    local r = row("docker_pooled", "docker pool: lease + run python3 'print(1)'",
-        { section = "session", short = "docker: pooled lease + run" })
-    local p, perr = llmbox.pool({ lang = "python", backend = "docker", image = DOCKER_IMAGE, min = 2, max = 3 })
+for _, eng in ipairs(ENGINES) do
+    -- a pool of containers: the lease's first run goes to the interpreter its container started
+    -- ahead of time (the warm mode of the driver's wrapper); the refill is not timed
+    local k = eng.kind
+    local r = row(k .. "_pooled", fmt("%s pool: lease + run python3 'print(1)'", k),
+        { section = "session", short = k .. ": pooled lease + run" })
+    local p, perr = llmbox.pool({ lang = "python", backend = k, image = eng.image, min = 2, max = 3 })
     if not p then
         record(r, 0, false, perr)
     else
@@ -327,14 +354,28 @@ local function make_file(path, mib)
     for i = 1, mib * 4 do f:write(chunk) end
     f:close()
 end
-for _, c in ipairs({ { "1m", 1, N.copy_small }, { "100m", 100, N.copy_big } }) do
-    local tag, mib, iters = c[1], c[2], c[3]
+-- native's, then each engine's (the same files, into a container of the bench's image)
+local copy_backends = { { id = "", label = "", opts = { lang = "python" } } }
+for _, eng in ipairs(ENGINES) do
+    copy_backends[#copy_backends + 1] = { id = eng.kind .. "_", label = eng.kind .. ": ",
+        opts = { lang = "python", backend = eng.kind, image = eng.image } }
+end
+local copy_cases = {}
+for _, cb in ipairs(copy_backends) do
+    for _, c in ipairs({ { "1m", 1, N.copy_small }, { "100m", 100, N.copy_big } }) do
+        copy_cases[#copy_cases + 1] = { c[1], c[2], c[3], cb }
+    end
+end
+for _, c in ipairs(copy_cases) do
+    local tag, mib, iters, cb = c[1], c[2], c[3], c[4]
     local host = tmpdir .. "/in-" .. tag
     make_file(host, mib)
-    local r_in = row("copy_to_" .. tag, fmt("copy_to %d MiB (host -> /sandbox)", mib), { section = "copy" })
-    local r_out = row("copy_from_" .. tag, fmt("copy_from %d MiB (/sandbox -> host)", mib), { section = "copy" })
+    local r_in = row(cb.id .. "copy_to_" .. tag, fmt("%scopy_to %d MiB (host -> /sandbox)", cb.label, mib),
+        { section = "copy" })
+    local r_out = row(cb.id .. "copy_from_" .. tag, fmt("%scopy_from %d MiB (/sandbox -> host)", cb.label, mib),
+        { section = "copy" })
     r_in.mib, r_out.mib = mib, mib
-    local s = assert(llmbox.session({ lang = "python" }))
+    local s = assert(llmbox.session(cb.opts))
     for i = 1, iters + 1 do
         quiesce()
         local t0 = now()
@@ -446,8 +487,10 @@ local function ratio(a, b)
     ratios[#ratios + 1] = { a = a, b = b, label = ra.label .. " / " .. rb.label, ratio = v, lo = lo, hi = hi }
 end
 for _, a in ipairs({ "pooled", "cold", "cli" }) do
-    for _, b in ipairs({ "bare", "bwrap", "docker" }) do ratio(a, b) end
+    for _, b in ipairs({ "bare", "bwrap", "docker", "podman" }) do ratio(a, b) end
 end
+ratio("docker_driver", "docker")
+ratio("podman_driver", "podman")
 ratio("pooled", "cold")
 ratio("session_run", "bare")
 
@@ -493,14 +536,17 @@ do
     goal("PSS per idle pooled sandbox", "<= 2 MiB",
         per and fmt("%.2f MiB", per / 1024) or "n/a", per ~= nil and per <= 2048,
         fmt("sum of Pss of the pool's processes / %d idle sandboxes", mem.idle))
-    -- the docker backend's (issue 13)
-    for _, g in ipairs({ { "docker_driver", "docker: open + run + close", 300 },
-        { "docker_session_run", "docker: a run in an open container", 80 },
-        { "docker_pooled", "docker: pooled lease + run", 50 } }) do
-        local r = by_id[g[1]]
-        if r then
-            goal(g[2], fmt("<= %d ms", g[3]), r.median and fmt("%.1f ms [%.1f, %.1f]", r.median, r.lo, r.hi) or "n/a",
-                r.median ~= nil and r.median <= g[3], r.label)
+    -- the docker and podman backends' (issue 13)
+    for _, eng in ipairs(ENGINES) do
+        local k = eng.kind
+        for _, g in ipairs({ { "_driver", "open + run + close", 300 }, { "_session_run", "a run in an open container", 80 },
+            { "_pooled", "pooled lease + run", 50 }, { "_close", "close", 150 } }) do
+            local r = by_id[k .. g[1]]
+            if r then
+                goal(k .. ": " .. g[2], fmt("<= %d ms", g[3]),
+                    r.median and fmt("%.1f ms [%.1f, %.1f]", r.median, r.lo, r.hi) or "n/a",
+                    r.median ~= nil and r.median <= g[3], r.label)
+            end
         end
     end
 end
@@ -518,6 +564,7 @@ local host = {
     python3 = B.capture(PY .. " --version"),
     bwrap = have_bwrap and B.capture("/usr/bin/bwrap --version") or "not installed",
     docker = DOCKER_BIN and (B.capture(DOCKER_BIN .. " version --format 'client {{.Client.Version}}, engine {{.Server.Version}}'")) or ("skipped: " .. tostring(DOCKER_SKIP)),
+    podman = PODMAN_BIN and (B.capture(PODMAN_BIN .. " version --format 'client {{.Client.Version}}, engine {{.Server.Version}}'")) or ("skipped: " .. tostring(PODMAN_SKIP)),
     llmbox = first_line(B.capture(LLMBOX_BIN .. " --version")),
     luajit = jit and jit.version or "?",
     load = fmt("%s at start, %s at end", tostring(load_start), tostring((B.read_file("/proc/loadavg") or ""):match("^(%S+ %S+ %S+)"))),
@@ -562,7 +609,7 @@ out("")
 out("| | |")
 out("|---|---|")
 local HOST_LABELS = { load = "load average (1, 5, 15 min)", cpu_pressure = "CPU pressure (/proc/pressure/cpu)" }
-for _, k in ipairs({ "os", "kernel", "cpu", "cores", "memory", "cgroups", "python3", "bwrap", "docker", "llmbox", "luajit", "load", "cpu_pressure" }) do
+for _, k in ipairs({ "os", "kernel", "cpu", "cores", "memory", "cgroups", "python3", "bwrap", "docker", "podman", "llmbox", "luajit", "load", "cpu_pressure" }) do
     out(fmt("| %s | %s |", HOST_LABELS[k] or k, tostring(host[k])))
 end
 out(fmt("| benchmark wall time | %.0f s |", elapsed))
@@ -594,6 +641,9 @@ for _, sec in ipairs(SECTIONS) do
     if sec[1] == "latency" and DOCKER_SKIP then
         out(fmt("| docker run | skipped: %s | | | | |", DOCKER_SKIP))
     end
+    if sec[1] == "latency" and PODMAN_SKIP then
+        out(fmt("| podman run | skipped: %s | | | | |", PODMAN_SKIP))
+    end
     if sec[1] == "latency" and not have_bwrap then
         out("| bwrap | skipped: /usr/bin/bwrap is not installed | | | | |")
     end
@@ -603,8 +653,8 @@ for _, sec in ipairs(SECTIONS) do
         out("")
         out("| row | part | median [95% CI] |")
         out("|---|---|---|")
-        for _, id in ipairs({ "pooled", "cold" }) do
-            local r = by_id[id]
+        for _, id in ipairs({ "pooled", "cold", "docker_driver", "podman_driver", "docker_pooled", "podman_pooled" }) do
+            local r = by_id[id] or {}
             for _, name in ipairs(r.parts and r.parts.order or {}) do
                 local m, lo, hi = B.median_ci(r.parts[name])
                 out(fmt("| %s | %s | %s [%s, %s] |", r.short, name, fnum(m), fnum(lo), fnum(hi)))
@@ -659,7 +709,11 @@ out("- *llmbox CLI*: the `llmbox run -c 'print(1)'` process, including LuaJIT an
 out("- *bwrap*: bubblewrap with the same namespaces and read-only mounts (see `BWRAP` in bench/bench.lua); " ..
     "it installs no seccomp filter and no cgroup/rlimit limits, which llmbox does.")
 out("- *docker*: `docker run --rm --network none` of a local Debian bookworm minbase image with python3 " ..
-    "(built offline by bench/docker-setup.sh).")
+    "(built offline by bench/docker-setup.sh); *podman*: `podman run --rm --network none` of the same image " ..
+    "(loaded from Docker by bench/podman-setup.sh).")
+out("- *llmbox docker/podman*: the backend's `open` + `run` (one exec of `python3 -c 'print(1)'`) + `close` " ..
+    "through the Engine API; *close* is that sample's close alone; the pooled and in-container rows are " ..
+    "timed as native's; the copies go into a container of the same image.")
 out("- *parallel*: N separate `llmbox script bench/worker.lua MODE` processes released together by a " ..
     "start barrier, each starting fresh sandboxes one after another for " .. fmt("%.1f", N.par_ms / 1000) ..
     " s; runs/s = all completed runs / (last finish - first start). The pooled workers each own a pool " ..
@@ -696,7 +750,7 @@ write(RESULTS .. "/results.json", json.encode({
     host = host, quick = QUICK, bootstrap_resamples = B.BOOT, rows = jrows, ratios = ratios,
     memory = { pool_min = MEM_N, idle = mem.idle, per_sandbox_kib = mem.per_sandbox_kib,
         sandbox_pss_kib = mem.sandbox_pss_kib, host_pss_kib = mem.host_pss_kib, processes = mem.processes },
-    goals = goals, docker_skipped = DOCKER_SKIP, pool_stats_after_latency = pool_stats,
+    goals = goals, docker_skipped = DOCKER_SKIP, podman_skipped = PODMAN_SKIP, pool_stats_after_latency = pool_stats,
 }) .. "\n")
 
 -- ---------------------------------------------------------------- chart

@@ -1,7 +1,8 @@
 #!/bin/sh
-# make bench: brings up Docker for the docker row when this host can (bench/docker-setup.sh),
-# runs bench/bench.lua, and stops dockerd again if it was started here.
-# BENCH_DOCKER=0 skips Docker entirely; BENCH_QUICK=1 runs fewer iterations.
+# make bench: brings up Docker and Podman for their rows when this host can
+# (bench/docker-setup.sh, bench/podman-setup.sh), runs bench/bench.lua, and stops what it started.
+# BENCH_DOCKER=0 skips Docker (and Podman, which takes Docker's image); BENCH_PODMAN=0 skips
+# Podman; BENCH_QUICK=1 runs fewer iterations.
 cd "$(dirname "$0")/.." || exit 1
 state=build/bench
 mkdir -p "$state" bench/results
@@ -12,14 +13,23 @@ else
 	docker_state=$(bench/docker-setup.sh "$state")
 fi
 echo "bench: docker: $docker_state" >&2
-BENCH_DOCKER="$docker_state" build/bin/llmbox script bench/bench.lua bench/results
+rm -f "$state/podman.pid"
+if [ "${BENCH_PODMAN:-}" = 0 ]; then
+	podman_state="skip BENCH_PODMAN=0"
+else
+	# shellcheck disable=SC2086 # "ok IMAGE BIN": the image and the docker client
+	podman_state=$(bench/podman-setup.sh "$state" $(echo "$docker_state" | sed -n 's/^ok //p'))
+fi
+echo "bench: podman: $podman_state" >&2
+BENCH_DOCKER="$docker_state" BENCH_PODMAN="$podman_state" build/bin/llmbox script bench/bench.lua bench/results
 rc=$?
-if [ -s "$state/dockerd.pid" ]; then
-	pid=$(cat "$state/dockerd.pid")
+for name in dockerd podman; do
+	[ -s "$state/$name.pid" ] || continue
+	pid=$(cat "$state/$name.pid")
 	kill "$pid" 2>/dev/null
 	i=0
 	while kill -0 "$pid" 2>/dev/null && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
-	rm -f "$state/dockerd.pid"
-	echo "bench: stopped the dockerd this run started" >&2
-fi
+	rm -f "$state/$name.pid"
+	echo "bench: stopped the $name this run started" >&2
+done
 exit $rc

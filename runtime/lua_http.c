@@ -18,7 +18,8 @@
  * A request with connect_only = true only connects; once done it is a raw stream (an engine's
  * "Upgrade: tcp" exec carries stdin this way):
  *   stream:fd()                        -> the socket to watch | nil
- *   stream:send(data)                  -> bytes sent [, "again"] | nil, err, errno_name
+ *   stream:send(data [, from])         -> bytes sent [, "again"] | nil, err, errno_name (from:
+ *                                         the 1-based position of data to send from)
  *   stream:recv([max])                 -> data | "", "again" | "", "eof" | nil, err, errno_name
  *   stream:shutdown_write()            -> true | nil, err (the peer reads EOF; not over TLS)
  *   stream:wait("r" | "w" | "rw", ms)  -> ready (for blocking callers)
@@ -277,12 +278,18 @@ static int l_stream_fd(lua_State *L)
 	return 1;
 }
 
-/* stream:send(data) -> bytes sent [, "again"] | nil, err, errno_name */
+/* stream:send(data [, from]) -> bytes sent [, "again"] | nil, err, errno_name */
 static int l_stream_send(lua_State *L)
 {
 	lrequest *q = check_request(L);
 	size_t len, sent;
 	const char *data = luaL_checklstring(L, 2, &len);
+	/* from a 1-based position of data: a large body is sent in place, never copied per write */
+	double from = luaL_optnumber(L, 3, 1);
+	if (!(from >= 1 && from <= (double)len + 1 && from == (double)(size_t)from))
+		return luaL_argerror(L, 3, "expected a position in data");
+	data += (size_t)from - 1;
+	len -= (size_t)from - 1;
 	lb_error err = {0};
 	int rc = lb_http_send(q->r, data, len, &sent, &err);
 	if (rc < 0)

@@ -148,7 +148,7 @@ function Stream:send(data, timeout_ms)
     local pos, limit = 1, timeout_ms or 30000
     local deadline
     while pos <= #data do
-        local n, again, code = self.raw:send(data:sub(pos))
+        local n, again, code = self.raw:send(data, pos)
         if not n then return nil, again, code end
         pos = pos + n
         if n > 0 or not deadline then deadline = util.now_ms() + limit end -- the limit is per wait

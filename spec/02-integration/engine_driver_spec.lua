@@ -304,6 +304,24 @@ for _, kind in ipairs({ "docker", "podman" }) do
             assert.matches("runtime.cap_add = SYS_ADMIN is refused", err, 1, true)
         end)
 
+        it("copies a large file in and out whole (sent in place, not copied per write)", function()
+            if not needs_engine() then return end
+            local dir = helpers.tmpdir()
+            finally(function() os.execute("rm -rf " .. helpers.shell_quote(dir)) end)
+            -- 48 MiB that differ all along: a misplaced piece would show
+            local f = assert(io.open(dir .. "/big", "wb"))
+            local pad = string.rep("x", 65536 - 9) .. "\n"
+            for i = 1, 48 * 16 do f:write(string.format("%08d", i), pad) end
+            f:close()
+            assert(h:copy_in(dir .. "/big", "/sandbox/big"))
+            local r = assert(run({ "/bin/sh", "-c", "wc -c < /sandbox/big; tail -c 65536 /sandbox/big | head -c 8" }))
+            assert.equal(tostring(48 * 1048576) .. "\n00000768", r.stdout)
+            assert(h:copy_out("/sandbox/big", dir .. "/back"))
+            local same = os.execute("cmp -s " .. dir .. "/big " .. dir .. "/back")
+            assert.is_true(same == 0 or same == true, "the copy back differs")
+            assert(run({ "rm", "-f", "/sandbox/big" }))
+        end)
+
         it("mounts, read-only, a host path the policy shows its sandboxes, and no other", function()
             if not needs_engine() then return end
             local llmbox = require "llmbox"

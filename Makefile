@@ -163,10 +163,11 @@ uninstall:
 clean:
 	rm -rf build
 
-# make bench: latency, throughput and memory of fresh Python sandboxes next to bare python3, bwrap
-# and docker; writes bench/results/ (see bench/README.md). BENCH_QUICK=1: fewer iterations.
-# BENCH_DOCKER=1 also installs docker.io + debootstrap for the docker row; BENCH_DOCKER=0 skips it.
-DEPS_BENCH := bubblewrap gnuplot-nox python3 $(if $(filter 1,$(BENCH_DOCKER)),docker.io debootstrap)
+# make bench: latency, throughput and memory of fresh Python sandboxes next to bare python3, bwrap,
+# docker and podman; writes bench/results/ (see bench/README.md). BENCH_QUICK=1: fewer iterations.
+# BENCH_DOCKER=1 also installs docker.io + debootstrap + podman for the engine rows; BENCH_DOCKER=0
+# skips them (BENCH_PODMAN=0: podman's only).
+DEPS_BENCH := bubblewrap gnuplot-nox python3 curl $(if $(filter 1,$(BENCH_DOCKER)),docker.io debootstrap podman catatonit)
 .PHONY: bench
 bench:
 	@./.ci/deps.sh $(DEPS_BUILD) $(DEPS_BENCH)

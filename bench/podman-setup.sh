@@ -18,7 +18,10 @@ log="$STATE/podman-setup.log"
 : >"$log"
 
 command -v podman >/dev/null 2>&1 || { echo "skip podman is not installed"; exit 0; }
-[ -n "$IMAGE" ] && [ -n "$DOCKER_BIN" ] || { echo "skip no Docker image to load (the docker rows were skipped)"; exit 0; }
+if [ -z "$IMAGE" ] || [ -z "$DOCKER_BIN" ]; then
+	echo "skip no Docker image to load (the docker rows were skipped)"
+	exit 0
+fi
 answers() { [ -S "$SOCK" ] && curl -sf --max-time 2 --unix-socket "$SOCK" http://podman/_ping >/dev/null 2>&1; }
 if ! answers; then
 	if [ "$(id -u)" != 0 ]; then

@@ -17,7 +17,7 @@ rm -f "$state/podman.pid"
 if [ "${BENCH_PODMAN:-}" = 0 ]; then
 	podman_state="skip BENCH_PODMAN=0"
 else
-	# shellcheck disable=SC2086 # "ok IMAGE BIN": the image and the docker client
+	# shellcheck disable=SC2046 # "ok IMAGE BIN": two words, the image and the docker client
 	podman_state=$(bench/podman-setup.sh "$state" $(echo "$docker_state" | sed -n 's/^ok //p'))
 fi
 echo "bench: podman: $podman_state" >&2

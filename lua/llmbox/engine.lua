@@ -281,7 +281,9 @@ function Exec:abandon()
     end
 end
 
---- x:finish({ timeout_ms, on_stop }, on_output) -> as e:exec: reads the output to its end
+--- x:finish({ timeout_ms, on_stop, exit_code }, on_output) -> as e:exec: reads the output to its
+--- end; exit_code(), when given, may return the exit status the output said (then the engine
+--- is not asked)
 function Exec:finish(cmd, on_output)
     local engine, stream = self.engine, self.stream
     if not stream then return nil, "the exec was abandoned" end
@@ -326,6 +328,9 @@ function Exec:finish(cmd, on_output)
     end
     self:abandon()
     if stopped and cmd.on_stop then cmd.on_stop(stopped) end
+    -- an exec that said its exit status in its output (cmd.exit_code reads it) costs no call
+    local said = not stopped and cmd.exit_code and cmd.exit_code()
+    if said then return { exit_code = said, stdout = concat(out), stderr = concat(errs) } end
     -- the engine may not have recorded the exit code yet when the stream ends; a stopped exec
     -- ends once its processes are killed
     local info, err, code

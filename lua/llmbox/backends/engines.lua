@@ -137,6 +137,10 @@ local function trailer_filter(marker)
         end
         return data
     end
+    --- f.peek() -> the trailer's text so far (or nil), leaving everything as it is
+    function f.peek()
+        return trailer and trailer:sub(#marker + 1)
+    end
     --- f.finish() -> what was held back and is output after all, the trailer's text (or nil)
     function f.finish()
         local rest = held
@@ -266,7 +270,7 @@ if [ -n "$probe" ]; then
     done
   fi
 fi
-printf '\000llmbox:%s %s== %s## %s probe=%s\n' "$nonce" "$before" "$out" "$rus" "$pf" >&6
+printf '\000llmbox:%s %s== %s## %s probe=%s rc=%s\n' "$nonce" "$before" "$out" "$rus" "$pf" "$rc" >&6
 exit $rc
 ]]
 
@@ -497,6 +501,11 @@ function Handle:finish_run(x, nonce, lim, spec, started, early)
     end
     local res, err, code = x:finish({
         timeout_ms = lim.timeout and lim.timeout * 1000 or nil,
+        -- the wrapper's own exit status, which its trailer carries: no call to ask the engine
+        exit_code = function()
+            local text = trailer.peek()
+            return text and tonumber(text:match(" rc=(%d+)\n?$"))
+        end,
         -- the wall clock or the output cap: every process of the run is killed
         on_stop = function(why)
             limit = why

@@ -24,7 +24,8 @@ VISIBILITY := -fvisibility=hidden
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2
 DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 # libcrypto: core.sha256 (what a kept container's settings are recorded as)
-DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive libcrypto 2>/dev/null)
+# http-parser (llmbox serve's requests) ships no pkg-config file
+DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive libcrypto 2>/dev/null) -lhttp_parser
 # OpenSSL (libcurl's TLS here): http.c ends an exec's stdin on a TLS stream with close_notify
 CURL_LIBS  = $(shell $(PKG_CONFIG) --libs libcurl openssl 2>/dev/null)
 LUA_LIBS   = $(shell $(PKG_CONFIG) --libs luajit 2>/dev/null)
@@ -33,7 +34,8 @@ ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
 
 CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtime/jail.c \
             runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/spawn.c runtime/supervise.c runtime/verdict.c \
-            runtime/transfer.c runtime/probe.c runtime/lua_core.c runtime/lua_util.c backends/native.c
+            runtime/transfer.c runtime/probe.c runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c \
+            backends/native.c
 # llmbox.http_core: the engine drivers' HTTP client, a module of its own (libcurl takes ~14 ms to
 # load: `llmbox run` and llmbox.core never pay it).
 HTTP_SRC := runtime/http.c runtime/lua_http.c runtime/lua_util.c runtime/util.c
@@ -48,7 +50,7 @@ HTTP_MODULE := build/lib/llmbox/http_core.so
 HELPER := build/lib/llmbox/container-exec
 
 # Debian packages: what building needs, and what the specs need on top.
-DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev libssl-dev lua-cjson lua-luv python3
+DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev libssl-dev libhttp-parser-dev lua-cjson lua-luv python3
 # Toolchains the language recipes drive (the specs run each one for real). Defined before
 # DEPS_TEST: a `:=` assignment expands what it names at once.
 DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby python3-pip \

@@ -162,6 +162,8 @@ int lb_filter_load(const lb_filter *f, lb_error *err);
 struct lua_State;
 /* Pushes nil, err->msg and the errno's name ("EINVAL" when none): 3 values. */
 int lb_lua_push_error(struct lua_State *L, const lb_error *e);
+/* llmbox serve's HTTP request parser (lua_httpparse.c): core.http_request_parser */
+int lb_lua_http_request_parser(struct lua_State *L);
 /* { fd, ... }, { "r" | "w" | "rw", ... }, timeout_ms | nil (-1): what run:fds() and the like
  * return. */
 struct pollfd;

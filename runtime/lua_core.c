@@ -47,6 +47,8 @@
  *   core.tar_extract(archive, host_path [, max]) -> true [, skipped] | nil, err (as copy_out)
  *   core.sha256(data)                  -> hex digest (OpenSSL's; what a container's settings
  *                                         are recorded as)
+ *   core.http_request_parser([opts])   -> parser (llmbox serve's HTTP, by http-parser: see
+ *                                         lua_httpparse.c)
  *   core.probe()                       -> table (for `llmbox doctor`)
  *   core.syscall_number(name)          -> number | nil
  *   core.syscall_names()               -> { name, ... } (the native architecture's)
@@ -1300,6 +1302,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"tar_host", l_tar_host},
 					 {"tar_extract", l_tar_extract},
 					 {"sha256", l_sha256},
+					 {"http_request_parser", lb_lua_http_request_parser},
 					 {NULL, NULL}};
 	lb_lua_class(L, SESSION_MT, session_methods, l_close);
 	lb_lua_class(L, PENDING_MT, pending_methods, l_pending_gc);

@@ -34,6 +34,9 @@ Commands:
   script FILE.lua [ARGS...]
                      run an operator's Lua script with `llmbox` loaded and `arg` set
   doctor [--json]    what this host supports and how to fix what is missing
+  serve [--listen unix:/path]...
+                     the daemon: HTTP/JSON on a unix socket (default /run/llmbox/llmbox.sock
+                     as root, else $XDG_RUNTIME_DIR/llmbox.sock); see the README
   mcp                serve the Model Context Protocol on stdio (configured by environment
                      variables: BACKEND, SANDBOX_*, LLMBOX_POLICY; see the README)
   tools [--format mcp|openai|anthropic]
@@ -397,6 +400,7 @@ function _M.main(argv)
     if cmd == "worker" then return require("llmbox.mcp.worker").main(args) end
     local handler = ({ run = _M.run, exec = _M.exec, check = _M.check, langs = _M.langs,
         policies = _M.policies, backends = _M.backends, script = _M.script, tools = _M.tools,
+        serve = function(a) return require("llmbox.serve").main(a) end,
         mcp = function(a)
             if a[1] then return die("mcp takes no arguments; it is configured by environment variables (see the README)") end
             return require("llmbox.mcp.server").main()

@@ -9,7 +9,7 @@
 --        ("deferred":true: for one run; the sandbox is made when the run's code has been admitted)
 --        ("pool":true: instead of one session, a pool of two ready sandboxes; each run then gets a
 --        fresh sandbox, warm-started where the language can, and the pool refills after answering)
---   {"id":2,"op":"run","code":"...","libraries":[...],"timeout":5,"stream":true}
+--   {"id":2,"op":"run","code":"...","libraries":[...],"timeout":5,"stream":true,"args":[...],"stdin":"..."}
 --        -> {"id":2,"event":"phase","phase":"install"}, {"id":2,"event":"stdout","data":"..."}, ...
 --        -> {"id":2,"result":{exit_code, stdout, ..., plots = [{format, data (base64), ...}]}}
 --   {"id":3,"op":"copy_in","src":"/host/tmp","dst":"/sandbox/x"}      -> {"id":3,"result":{}}
@@ -118,6 +118,7 @@ function Worker:run(req)
     -- see progress on), after a phase event
     local r, rerr, rep = s:run(req.code, {
         timeout = req.timeout, libraries = libs, on_stdout = emitter("stdout"), on_stderr = emitter("stderr"),
+        args = req.args, stdin = req.stdin,
         on_phase = stream and function(phase) send({ id = req.id, event = "phase", phase = phase }) end or nil,
     }, admission)
     if not r then

@@ -1,0 +1,344 @@
+-- llmbox.serve: `llmbox serve`, the daemon that every client can share (issue 14). One libuv loop
+-- (lua-luv) serves HTTP/1.1 (llmbox.serve.http, parsed by http-parser) on a unix socket; runs
+-- happen in `llmbox worker` children, never in the daemon (the MCP server's workers, with their
+-- warm pools, slots and reaper: llmbox.mcp.workers), so one slow run holds up nobody.
+--
+-- This first part serves: GET /healthz, GET /v1/languages, /v1/policies, /v1/backends, POST
+-- /v1/check and POST /v1/run, answering JSON and errors as { error = { code, message } }. Not
+-- built yet (the issue lists them): TCP listeners with tokens and a config file, sessions,
+-- server-sent events, metrics, reload, MCP over HTTP and the clients.
+--
+--   os.exit(require("llmbox.serve").main({ "--listen", "unix:/tmp/llmbox.sock" }))
+local uv = require "luv"
+local json = require "llmbox.json"
+local http = require "llmbox.serve.http"
+local ctx = require "llmbox.mcp.context"
+local config = require "llmbox.mcp.config"
+local workers = require "llmbox.mcp.workers"
+local reaper = require "llmbox.mcp.reaper"
+local tmpdir = require "llmbox.mcp.tmpdir"
+
+local type, ipairs, pairs, tostring, format = type, ipairs, pairs, tostring, string.format
+local S = ctx.state
+
+local _M = { _VERSION = "0.1.0" }
+
+local function log(fmt, ...)
+    io.stderr:write("llmbox serve: " .. format(fmt, ...) .. "\n")
+    io.stderr:flush()
+end
+
+-- One JSON line per request on stderr: what an operator greps and ships.
+local function access_log(req, status, started, extra)
+    local line = { route = req.method .. " " .. req.path, status = status,
+        duration_ms = math.floor((uv.hrtime() / 1e6 - started) * 1000 + 0.5) / 1000 }
+    for k, v in pairs(extra or {}) do line[k] = v end
+    io.stderr:write(json.encode(line), "\n")
+end
+
+--- the default socket: /run/llmbox/llmbox.sock as root, else $XDG_RUNTIME_DIR/llmbox.sock
+function _M.default_listen(getenv, uid)
+    getenv = getenv or os.getenv
+    if (uid or uv.getuid()) == 0 then
+        return "unix:/run/llmbox/llmbox.sock"
+    end
+    local dir = getenv("XDG_RUNTIME_DIR")
+    if dir and dir ~= "" then return "unix:" .. dir .. "/llmbox.sock" end
+    return nil
+end
+
+--- parse_listen("unix:/path" | "HOST:PORT") -> { unix = path } | nil, err
+function _M.parse_listen(addr)
+    local path = addr:match("^unix:(.+)$")
+    if path then
+        if path:sub(1, 1) ~= "/" then return nil, format("--listen %s: the socket's path must be absolute", addr) end
+        return { unix = path }
+    end
+    if addr:match("^[%w%.%-%[%]:]+:%d+$") then
+        return nil, format("--listen %s: a TCP listener needs client tokens (a config file), which this version of "
+            .. "llmbox serve does not read yet: listen on a unix socket (unix:/path), whose file permissions say "
+            .. "who may connect", addr)
+    end
+    return nil, format("--listen %s: expected unix:/path or HOST:PORT", addr)
+end
+
+local function err_body(code, message, extra)
+    local e = { code = code, message = message }
+    for k, v in pairs(extra or {}) do e[k] = v end
+    return json.encode({ error = e })
+end
+
+-- The request's JSON object, or nil, status, body.
+local function json_body(req)
+    if req.body == "" then return nil, 400, err_body("bad_request", "expected a JSON object in the request body") end
+    local ok, doc = pcall(json.decode, req.body)
+    if not ok or type(doc) ~= "table" or not json.is_object(doc) then
+        return nil, 400, err_body("bad_request", "the request body is not a JSON object")
+    end
+    return doc
+end
+
+local function field(doc, name, kind, required)
+    local v = doc[name]
+    if v == nil or v == json.null then
+        if required then return nil, format("%s is required", name) end
+        return nil
+    end
+    if kind == "strings" then
+        if type(v) ~= "table" then return nil, format("%s must be an array of strings", name) end
+        for _, s in ipairs(v) do
+            if type(s) ~= "string" then return nil, format("%s must be an array of strings", name) end
+        end
+        return v
+    end
+    if type(v) ~= kind then return nil, format("%s must be a %s", name, kind) end
+    return v
+end
+
+-- Checks a request's fields against { name = { kind, required } }; unknown fields are refused.
+local function fields(doc, spec)
+    for k in pairs(doc) do
+        if not spec[k] then
+            local known = {}
+            for n in pairs(spec) do known[#known + 1] = n end
+            table.sort(known)
+            return nil, format("unknown field %q (known: %s)", tostring(k), table.concat(known, ", "))
+        end
+    end
+    local out = {}
+    for name, s in pairs(spec) do
+        local v, err = field(doc, name, s[1], s[2])
+        if err then return nil, err end
+        out[name] = v
+    end
+    return out
+end
+
+local routes = {}
+
+routes["GET /healthz"] = function()
+    return 200, json.encode({ status = "ok", version = require("llmbox.core").VERSION })
+end
+
+routes["GET /v1/languages"] = function()
+    local out = json.array()
+    for _, r in ipairs(require("llmbox").langs()) do
+        out[#out + 1] = { name = r.name, aliases = json.array(r.aliases), extensions = json.array(r.extensions),
+            description = r.description, plots = r.plots, libraries = r.install ~= nil }
+    end
+    return 200, json.encode(out)
+end
+
+routes["GET /v1/policies"] = function()
+    return 200, json.encode(json.array(require("llmbox").policies()))
+end
+
+routes["GET /v1/backends"] = function()
+    local list = require("llmbox").backends()
+    for _, b in ipairs(list) do
+        b.aliases, b.capabilities = json.array(b.aliases), json.array(b.capabilities)
+    end
+    return 200, json.encode(json.array(list))
+end
+
+local RUN_FIELDS = { lang = { "string" }, code = { "string", true }, args = { "strings" }, stdin = { "string" },
+    timeout = { "number" }, policy = { "string" }, libraries = { "strings" } }
+
+-- A call for the workers' slots and cancellation (llmbox.mcp.workers).
+local function new_call(req)
+    local call = {}
+    req.conn.on_gone = function()
+        call.cancelled = true
+        if call.worker then call.worker:kill("the client disconnected") end
+    end
+    return call
+end
+
+routes["POST /v1/run"] = function(req)
+    local doc, status, body = json_body(req)
+    if not doc then return status, body end
+    local f, ferr = fields(doc, RUN_FIELDS)
+    if not f then return 400, err_body("bad_request", ferr) end
+    if f.code == "" then return 400, err_body("bad_request", "code is empty") end
+    local lang = f.lang or "python"
+    local recipe = require("llmbox.recipes").get(lang)
+    if not recipe then return 400, err_body("bad_request", format("unknown language %q (GET /v1/languages)", lang)) end
+    local call = new_call(req)
+    -- (with_slot passes one value on)
+    local out = workers.with_slot(call, function()
+        local policy = f.policy or S.cfg.policy
+        -- the warm workers hold sandboxes of the daemon's policy: another policy gets a fresh worker
+        local warm = policy == S.cfg.policy and workers.warm_capable(recipe.name)
+        local w = warm and (workers.take_warm(warm) or workers.start_warm(warm))
+        local oerr
+        if w then
+            call.worker = w
+        else
+            w, oerr = workers.open(call, recipe.name, policy, true)
+            if not w then return { nil, oerr } end
+        end
+        local r, rerr, rraw = w:request({ op = "run", code = f.code, libraries = f.libraries, timeout = f.timeout,
+            args = f.args, stdin = f.stdin })
+        if w.warm_lang then workers.give_back(w) else w:close() end
+        return { r, rerr, rraw }
+    end)
+    if call.cancelled or not out then return 499, err_body("cancelled", "the client disconnected") end
+    local res, err, raw = out[1], out[2], out[3]
+    if res then
+        -- (arrays the worker's JSON held, empty ones included)
+        res.plots = json.array(res.plots or {})
+        if res.warnings then res.warnings = json.array(res.warnings) end
+        return 200, json.encode(res), nil, { limit = res.limit ~= json.null and res.limit or nil }
+    end
+    if raw and raw.refused then
+        return 422, err_body("refused", tostring(err), { violations = raw.violations })
+    end
+    -- what the caller asked for and cannot have (a policy it may not use, a bad option) is its
+    -- mistake; the rest is the sandbox's
+    return 422, err_body("run_failed", tostring(err))
+end
+
+routes["POST /v1/check"] = function(req)
+    local doc, status, body = json_body(req)
+    if not doc then return status, body end
+    local f, ferr = fields(doc, { code = { "string", true }, lang = { "string" }, policy = { "string" } })
+    if not f then return 400, err_body("bad_request", ferr) end
+    local call = new_call(req)
+    local out = workers.with_slot(call, function()
+        local w, serr = workers.spawn()
+        if not w then return { nil, serr } end
+        call.worker = w
+        local r, cerr = w:request({ op = "check", code = f.code, lang = f.lang or "python",
+            policy = f.policy or S.cfg.policy, memory = S.cfg.memory }, nil, 120)
+        w:close()
+        return { r, cerr }
+    end)
+    if call.cancelled or not out then return 499, err_body("cancelled", "the client disconnected") end
+    local report, err = out[1], out[2]
+    if not report then return 422, err_body("check_failed", tostring(err)) end
+    report.violations = json.array(report.violations or {})
+    return 200, json.encode(report)
+end
+
+local METHODS_OF = {}
+for key in pairs(routes) do
+    local m, path = key:match("^(%S+) (.+)$")
+    METHODS_OF[path] = METHODS_OF[path] or {}
+    table.insert(METHODS_OF[path], m)
+end
+
+local function handle(req)
+    local started = uv.hrtime() / 1e6
+    local route = routes[req.method .. " " .. req.path]
+    local status, body, headers, extra
+    if route then
+        status, body, headers, extra = route(req)
+    elseif METHODS_OF[req.path] then
+        table.sort(METHODS_OF[req.path])
+        local allow = table.concat(METHODS_OF[req.path], ", ")
+        status, body, headers = 405, err_body("method_not_allowed", format("%s %s: use %s", req.method, req.path,
+            allow)), { Allow = allow }
+    else
+        status, body = 404, err_body("not_found", format("no route %s %s", req.method, req.path))
+    end
+    access_log(req, status, started, extra)
+    return status, body, headers
+end
+
+local function usage_error(msg)
+    io.stderr:write("llmbox: ", msg, "\n")
+    return 125
+end
+
+--- main(args) -> exit status: serves until SIGTERM or SIGINT
+function _M.main(args)
+    local listens = {}
+    local i = 1
+    while i <= #args do
+        local a = args[i]
+        if a == "--listen" and args[i + 1] then
+            listens[#listens + 1] = args[i + 1]
+            i = i + 2
+        else
+            return usage_error(format("serve: unknown argument %q (llmbox serve [--listen unix:/path]...)", a))
+        end
+    end
+    if #listens == 0 then
+        local default = _M.default_listen()
+        if not default then
+            return usage_error("serve: $XDG_RUNTIME_DIR is not set, so there is no default socket: give --listen "
+                .. "unix:/path")
+        end
+        listens[1] = default
+    end
+    local addrs = {}
+    for n, l in ipairs(listens) do
+        local addr, err = _M.parse_listen(l)
+        if not addr then return usage_error(err) end
+        addrs[n] = addr
+    end
+    local cfg, err, warnings = config.from_env()
+    for _, warning in ipairs(cfg and cfg.warnings or warnings or {}) do log("warning: %s", warning) end
+    if not cfg then
+        for line in err:gmatch("[^\n]+") do log("configuration error: %s", line) end
+        return 125
+    end
+    S.cfg = cfg
+    S.exe = uv.exepath()
+    local dir, removed = tmpdir.create()
+    if not dir then
+        log("%s; set TMPDIR to a directory this user can write to", tostring(removed))
+        return 125
+    end
+    S.tmpdir = dir
+    local servers = {}
+    local function stop_all()
+        for _, s in ipairs(servers) do s.close() end
+    end
+    for n, addr in ipairs(addrs) do
+        -- a socket file left by a daemon that is gone is replaced; one that answers is not
+        if addr.unix then
+            local probe = uv.new_pipe(false)
+            local live = false
+            probe:connect(addr.unix, function(cerr) live = not cerr; probe:close() end)
+            uv.run("default")
+            if live then
+                stop_all()
+                return usage_error(format("serve: %s: another server already answers there", listens[n]))
+            end
+            os.remove(addr.unix)
+        end
+        local s, lerr = http.listen(addr, handle, http.LIMITS, function(e) log("internal error: %s", e) end)
+        if not s then
+            stop_all()
+            return usage_error(format("serve: cannot listen on %s: %s", listens[n], tostring(lerr)))
+        end
+        servers[#servers + 1] = s
+        log("listening on %s", listens[n])
+    end
+    local function shutdown()
+        if S.closing then return end
+        S.closing = true
+        log("stopping")
+        stop_all()
+        for _, addr in ipairs(addrs) do
+            if addr.unix then os.remove(addr.unix) end
+        end
+        workers.stop(function() uv.stop() end)
+    end
+    for _, signame in ipairs({ "sigterm", "sigint" }) do
+        local sig = uv.new_signal()
+        sig:start(signame, function() log("%s", signame); shutdown() end)
+        sig:unref()
+    end
+    reaper.start(function(pid) return S.worker_pids[pid] ~= nil end)
+    local sigpipe = uv.new_signal()
+    sigpipe:start("sigpipe", function() end)
+    sigpipe:unref()
+    workers.prewarm()
+    uv.run("default")
+    tmpdir.remove(S.tmpdir)
+    return 0
+end
+
+return _M

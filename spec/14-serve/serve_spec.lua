@@ -1,0 +1,195 @@
+-- `llmbox serve`, the daemon's first routes, as a client sees them: a real daemon on a unix
+-- socket, real HTTP clients (curl, and Python's socket module for what curl will not send), runs
+-- in real sandboxes through the daemon's workers.
+local helpers = require "spec.helpers"
+local json = require "llmbox.json"
+
+local q = helpers.shell_quote
+
+-- The daemon, started in the background; its stderr (the log) goes to a file.
+local function start(dir, args)
+    local sock = dir .. "/llmbox.sock"
+    local cmd = ("%s serve %s 2>%s & echo $!"):format(q(helpers.bin), args or ("--listen unix:" .. q(sock)),
+        q(dir .. "/log"))
+    local p = io.popen(cmd)
+    local pid = tonumber(p:read("*l"))
+    p:close()
+    for _ = 1, 200 do
+        if os.execute(("curl -sf --max-time 1 --unix-socket %s http://d/healthz >/dev/null 2>&1"):format(q(sock))) == 0 then
+            return { pid = pid, sock = sock, dir = dir }
+        end
+        os.execute("sleep 0.05")
+    end
+    error("the daemon did not answer: " .. tostring(helpers.read(dir .. "/log")))
+end
+
+local function stop(d)
+    os.execute("kill -TERM " .. d.pid .. " 2>/dev/null")
+    for _ = 1, 100 do
+        if os.execute("kill -0 " .. d.pid .. " 2>/dev/null") ~= 0 then return end
+        os.execute("sleep 0.05")
+    end
+    os.execute("kill -KILL " .. d.pid .. " 2>/dev/null")
+end
+
+-- curl over the socket -> status, body (text), decoded body (or nil)
+local function call(d, method, path, body, extra)
+    local out = helpers.tmpname()
+    local cmd = ("curl -s --max-time 30 -o %s -w '%%{http_code}' --unix-socket %s -X %s %s 'http://d%s'"):format(
+        q(out), q(d.sock), method, extra or "", path)
+    if body then cmd = cmd .. " -H 'Content-Type: application/json' --data-binary @" .. q(helpers.write(helpers.tmpname(), body)) end
+    local p = io.popen(cmd)
+    local status = tonumber(p:read("*a"))
+    p:close()
+    local text = helpers.read(out) or ""
+    os.remove(out)
+    local ok, doc = pcall(json.decode, text)
+    return status, text, ok and doc or nil
+end
+
+describe("llmbox serve #unpriv", function()
+    local d
+    setup(function()
+        d = start(helpers.tmpdir())
+    end)
+    teardown(function()
+        if d then stop(d) end
+    end)
+
+    it("answers /healthz and lists languages, policies and backends", function()
+        local status, _, doc = call(d, "GET", "/healthz")
+        assert.equal(200, status)
+        assert.equal("ok", doc.status)
+        local _, _, langs = call(d, "GET", "/v1/languages")
+        local names = {}
+        for _, l in ipairs(langs) do names[l.name] = true end
+        assert.is_true(names.python and names.shell)
+        local _, _, pols = call(d, "GET", "/v1/policies")
+        assert.is_true(#pols >= 3)
+        local _, _, bs = call(d, "GET", "/v1/backends")
+        assert.equal("native", bs[1].name)
+    end)
+
+    it("runs code with its arguments and stdin, and answers with the result `llmbox run --json` prints", function()
+        local status, text, r = call(d, "POST", "/v1/run",
+            json.encode({ code = "import sys; print(6*7, sys.argv[1:], input())", args = { "a" }, stdin = "in" }))
+        assert.equal(200, status, text)
+        assert.equal("42 ['a'] in\n", r.stdout)
+        assert.equal(0, r.exit_code)
+        assert.is_false(r.timed_out)
+        assert.same({}, r.plots)
+        assert.matches('"plots":%[%]', text)
+        status, text, r = call(d, "POST", "/v1/run", json.encode({ lang = "shell", code = "echo hi; exit 3" }))
+        assert.equal(200, status, text)
+        assert.equal("hi\n", r.stdout)
+        assert.equal(3, r.exit_code)
+        status, text, r = call(d, "POST", "/v1/run", json.encode({ code = "import time; time.sleep(10)", timeout = 0.5 }))
+        assert.equal(200, status, text)
+        assert.equal("timeout", r.limit)
+        assert.is_true(r.timed_out)
+    end)
+
+    it("refuses code the policy refuses, and bad requests, with JSON errors", function()
+        local status, _, doc = call(d, "POST", "/v1/run", json.encode({ code = "import subprocess", policy = "strict" }))
+        assert.equal(422, status)
+        assert.equal("refused", doc.error.code)
+        assert.equal("module:subprocess", doc.error.violations[1].rule)
+        local cases = {
+            { "POST", "/v1/run", "nope", 400, "the request body is not a JSON object" },
+            { "POST", "/v1/run", "{}", 400, "code is required" },
+            { "POST", "/v1/run", '{"code":""}', 400, "code is empty" },
+            { "POST", "/v1/run", '{"code":1}', 400, "code must be a string" },
+            { "POST", "/v1/run", '{"code":"1","args":[1]}', 400, "args must be an array of strings" },
+            { "POST", "/v1/run", '{"code":"1","x":1}', 400, 'unknown field "x"' },
+            { "POST", "/v1/run", '{"code":"1","lang":"cobol"}', 400, 'unknown language "cobol"' },
+            { "POST", "/v1/run", '{"code":"1","policy":"nosuch"}', 422, 'no policy named "nosuch"' },
+            { "GET", "/nope", nil, 404, "no route GET /nope" },
+            { "GET", "/v1/run", nil, 405, "GET /v1/run: use POST" },
+        }
+        for _, c in ipairs(cases) do
+            local st, text, e = call(d, c[1], c[2], c[3])
+            assert.equal(c[4], st, text)
+            assert.is_table(e and e.error, text)
+            assert.matches(c[5], e.error.message, 1, true)
+        end
+    end)
+
+    it("checks code against a policy without running it", function()
+        local status, _, doc = call(d, "POST", "/v1/check", json.encode({ code = "import os; os.system('x')" }))
+        assert.equal(200, status)
+        assert.is_false(doc.safe)
+        assert.equal("os-system", doc.violations[1].rule)
+        status, _, doc = call(d, "POST", "/v1/check", json.encode({ code = "print(1)" }))
+        assert.equal(200, status)
+        assert.is_true(doc.safe)
+        assert.same({}, doc.violations)
+    end)
+
+    it("holds HTTP's limits: malformed, too large, pipelined, and a client that goes away", function()
+        local py = [[
+import socket, sys
+def ask(raw):
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(raw)
+    data = b""
+    while True:
+        d = s.recv(65536)
+        if not d: break
+        data += d
+    return data
+print(ask(b"GARBAGE\r\n\r\n").split(b"\r\n")[0].decode())
+print(ask(b"POST /v1/run HTTP/1.1\r\nHost: d\r\nContent-Length: 99999999\r\n\r\n").split(b"\r\n")[0].decode())
+print(ask(b"GET /healthz HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n").split(b"\r\n")[0].decode())
+print(ask(b"GET /healthz HTTP/1.1\r\nHost: d\r\n\r\nGET /healthz HTTP/1.1\r\nHost: d\r\nConnection: close\r\n\r\n").count(b"HTTP/1.1 200"))
+]]
+        local f = helpers.write(helpers.tmpname(".py"), py)
+        local p = io.popen("python3 " .. q(f) .. " " .. q(d.sock))
+        local out = p:read("*a")
+        p:close()
+        os.remove(f)
+        assert.equal("HTTP/1.1 400 Bad Request\nHTTP/1.1 413 Content Too Large\n"
+            .. "HTTP/1.1 431 Request Header Fields Too Large\n2\n", out)
+        -- a client that disconnects mid-run: its run is stopped, and the daemon says so
+        os.execute(("curl -s --max-time 1 --unix-socket %s -X POST http://d/v1/run -d %s >/dev/null"):format(q(d.sock),
+            q(json.encode({ code = "import time; time.sleep(60)" }))))
+        local seen
+        for _ = 1, 100 do
+            seen = (helpers.read(d.dir .. "/log") or ""):find('"status":499', 1, true)
+            if seen then break end
+            os.execute("sleep 0.05")
+        end
+        assert.is_truthy(seen, helpers.read(d.dir .. "/log"))
+        assert.equal(200, (call(d, "GET", "/healthz")))
+    end)
+
+    it("logs one JSON line per request", function()
+        call(d, "GET", "/healthz")
+        local log = helpers.read(d.dir .. "/log")
+        local last
+        for line in log:gmatch("[^\n]+") do
+            if line:sub(1, 1) == "{" then last = json.decode(line) end
+        end
+        assert.equal("GET /healthz", last.route)
+        assert.equal(200, last.status)
+        assert.is_number(last.duration_ms)
+    end)
+end)
+
+describe("llmbox serve's start and stop #unpriv", function()
+    it("refuses a TCP listener without tokens, and a socket another server answers on", function()
+        local status, _, err = helpers.cli({ "serve", "--listen", "127.0.0.1:0" })
+        assert.equal(125, status)
+        assert.matches("a TCP listener needs client tokens", err, 1, true)
+        status, _, err = helpers.cli({ "serve", "--listen", "unix:relative.sock" })
+        assert.equal(125, status)
+        assert.matches("must be absolute", err, 1, true)
+        local dir = helpers.tmpdir()
+        local d = start(dir)
+        status, _, err = helpers.cli({ "serve", "--listen", "unix:" .. d.sock })
+        assert.equal(125, status)
+        assert.matches("another server already answers there", err, 1, true)
+        -- SIGTERM: it stops and removes its socket
+        stop(d)
+        assert.is_nil(io.open(d.sock))
+        assert.matches("stopping", helpers.read(dir .. "/log"), 1, true)
+    end)
+end)

@@ -285,6 +285,51 @@ do
     s:close()
 end
 
+-- the daemon (issue 14): POST /v1/run of print(1) over its unix socket, a warm worker answering;
+-- a connection per request (libcurl's, through llmbox.http), as a one-off client makes; back to
+-- back requests are slower (the refill competes for the 2 cores): the daemon's rows of issue 14
+-- will measure those
+do
+    local r = row("serve_run", "llmbox serve: POST /v1/run print(1) over its unix socket",
+        { section = "session", short = "daemon: POST /v1/run" })
+    local sdir = B.capture("mktemp -d /tmp/llmbox-bench-serve.XXXXXX")
+    local sock = sdir .. "/llmbox.sock"
+    local d = B.spawn({ "/bin/sh", "-c", "exec '" .. LLMBOX_BIN .. "' serve --listen 'unix:" .. sock .. "' 2>/dev/null" })
+    local http = require "llmbox.http"
+    local function post(path, body)
+        local res, perr = http.request({ url = "http://llmbox" .. path, method = body and "POST" or "GET",
+            unix_socket = sock, body = body, headers = { ["Content-Type"] = "application/json" }, timeout_ms = 30000 })
+        if not res then return nil, perr end
+        if res.status ~= 200 then return nil, "HTTP " .. res.status .. ": " .. tostring(res.body) end
+        return json.decode(res.body)
+    end
+    local up
+    for _ = 1, 200 do
+        if post("/healthz") then up = true break end
+        B.sleep_ms(25)
+    end
+    if not up then
+        record(r, 0, false, "the daemon did not answer on " .. sock)
+    else
+        for i = 1, N.warmup + N.session do
+            quiesce()
+            -- as the pooled rows wait for their refill: the daemon's warm worker starts the
+            -- next interpreter after it answered, which is not this request's time
+            B.sleep_ms(150)
+            local t0 = now()
+            local res, rerr = post("/v1/run", '{"code":"print(1)"}')
+            local ms = now() - t0
+            if i > N.warmup then
+                local ok, why = check_result(res, rerr)
+                record(r, ms, ok, why)
+            end
+        end
+    end
+    os.execute("kill -TERM " .. d.pid)
+    B.wait(d)
+    os.execute("rm -rf '" .. sdir .. "'")
+end
+
 for _, eng in ipairs(ENGINES) do
     local k = eng.kind
     local r = row(k .. "_session_run", fmt("open %s container: run python3 -c 'print(1)'", k),
@@ -536,6 +581,13 @@ do
     goal("PSS per idle pooled sandbox", "<= 2 MiB",
         per and fmt("%.2f MiB", per / 1024) or "n/a", per ~= nil and per <= 2048,
         fmt("sum of Pss of the pool's processes / %d idle sandboxes", mem.idle))
+    -- the daemon's (issue 14)
+    local sr = by_id.serve_run
+    if sr then
+        goal("daemon: POST /v1/run print(1) over the unix socket, warm", "<= 3 ms",
+            sr.median and fmt("%.2f ms [%.2f, %.2f]", sr.median, sr.lo, sr.hi) or "n/a",
+            sr.median ~= nil and sr.median <= 3, sr.label)
+    end
     -- the docker and podman backends' (issue 13)
     for _, eng in ipairs(ENGINES) do
         local k = eng.kind

@@ -9,8 +9,9 @@ local q = helpers.shell_quote
 -- The daemon, started in the background; its stderr (the log) goes to a file.
 local function start(dir, args)
     local sock = dir .. "/llmbox.sock"
-    local cmd = ("%s serve %s 2>%s & echo $!"):format(q(helpers.bin), args or ("--listen unix:" .. q(sock)),
-        q(dir .. "/log"))
+    -- (strict may be picked by clients: LLMBOX_MCP_POLICIES, as for the MCP server)
+    local cmd = ("LLMBOX_MCP_POLICIES=strict %s serve %s 2>%s & echo $!"):format(q(helpers.bin),
+        args or ("--listen unix:" .. q(sock)), q(dir .. "/log"))
     local p = io.popen(cmd)
     local pid = tonumber(p:read("*l"))
     p:close()
@@ -102,7 +103,9 @@ describe("llmbox serve #unpriv", function()
             { "POST", "/v1/run", '{"code":"1","args":[1]}', 400, "args must be an array of strings" },
             { "POST", "/v1/run", '{"code":"1","x":1}', 400, 'unknown field "x"' },
             { "POST", "/v1/run", '{"code":"1","lang":"cobol"}', 400, 'unknown language "cobol"' },
-            { "POST", "/v1/run", '{"code":"1","policy":"nosuch"}', 422, 'no policy named "nosuch"' },
+            { "POST", "/v1/run", '{"code":"1","policy":"permissive"}', 403,
+                'policy "permissive" is not allowed by this server (allowed: default, strict' },
+            { "POST", "/v1/check", '{"code":"1","policy":"permissive"}', 403, 'policy "permissive" is not allowed' },
             { "GET", "/nope", nil, 404, "no route GET /nope" },
             { "GET", "/v1/run", nil, 405, "GET /v1/run: use POST" },
         }

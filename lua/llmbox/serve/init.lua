@@ -141,6 +141,18 @@ routes["GET /v1/backends"] = function()
     return 200, json.encode(json.array(list))
 end
 
+-- The policy a request asks for, if the operator lets clients pick it: the daemon's own
+-- (LLMBOX_POLICY) and those LLMBOX_MCP_POLICIES lists, as the MCP server's clients may pick; a
+-- client must never choose a looser one on its own. -> name | nil, status, body
+local function allowed_policy(name)
+    name = name or S.cfg.policy
+    for _, p in ipairs(S.cfg.policies) do
+        if p == name then return name end
+    end
+    return nil, 403, err_body("policy_not_allowed", format("policy %q is not allowed by this server (allowed: %s; "
+        .. "the operator lists more in LLMBOX_MCP_POLICIES)", name, table.concat(S.cfg.policies, ", ")))
+end
+
 local RUN_FIELDS = { lang = { "string" }, code = { "string", true }, args = { "strings" }, stdin = { "string" },
     timeout = { "number" }, policy = { "string" }, libraries = { "strings" } }
 
@@ -163,10 +175,11 @@ routes["POST /v1/run"] = function(req)
     local lang = f.lang or "python"
     local recipe = require("llmbox.recipes").get(lang)
     if not recipe then return 400, err_body("bad_request", format("unknown language %q (GET /v1/languages)", lang)) end
+    local policy, pstatus, pbody = allowed_policy(f.policy)
+    if not policy then return pstatus, pbody end
     local call = new_call(req)
     -- (with_slot passes one value on)
     local out = workers.with_slot(call, function()
-        local policy = f.policy or S.cfg.policy
         -- the warm workers hold sandboxes of the daemon's policy: another policy gets a fresh worker
         local warm = policy == S.cfg.policy and workers.warm_capable(recipe.name)
         local w = warm and (workers.take_warm(warm) or workers.start_warm(warm))
@@ -203,13 +216,15 @@ routes["POST /v1/check"] = function(req)
     if not doc then return status, body end
     local f, ferr = fields(doc, { code = { "string", true }, lang = { "string" }, policy = { "string" } })
     if not f then return 400, err_body("bad_request", ferr) end
+    local policy, pstatus, pbody = allowed_policy(f.policy)
+    if not policy then return pstatus, pbody end
     local call = new_call(req)
     local out = workers.with_slot(call, function()
         local w, serr = workers.spawn()
         if not w then return { nil, serr } end
         call.worker = w
         local r, cerr = w:request({ op = "check", code = f.code, lang = f.lang or "python",
-            policy = f.policy or S.cfg.policy, memory = S.cfg.memory }, nil, 120)
+            policy = policy, memory = S.cfg.memory }, nil, 120)
         w:close()
         return { r, cerr }
     end)

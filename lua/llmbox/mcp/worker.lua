@@ -15,6 +15,8 @@
 --   {"id":3,"op":"copy_in","src":"/host/tmp","dst":"/sandbox/x"}      -> {"id":3,"result":{}}
 --   {"id":4,"op":"copy_out","src":"/sandbox/x","dst":"/host/tmp","max":N}
 --   {"id":5,"op":"version"}                                           -> {"id":5,"result":{"version":...}}
+--   {"id":7,"op":"exec","cmd":["ls","-la"] | "ls | wc -l","timeout":5,"stdin":"..."} -> {"id":7,"result":{...}}
+--   {"id":8,"op":"install","libraries":["pkg"],"timeout":60}        -> {"id":8,"result":{...}}
 --   {"id":6,"op":"check","code":"...","lang":"python","policy":"default"}
 --        -> {"id":6,"result":{"safe":false,"blocked":true,"mode":"enforce","violations":[...]}}
 --        (no session needed: the policy's code checks, run here so the server's loop never does)
@@ -158,6 +160,22 @@ function Worker:copy_out(req)
     return {}
 end
 
+-- A command in the session's sandbox (argv, or a shell string), as Session:exec runs it.
+function Worker:exec(req)
+    if not self.session then return nil, "no session: send open first" end
+    local r, err = self.session:exec(req.cmd, { timeout = req.timeout, stdin = req.stdin })
+    if not r then return nil, err end
+    return result_out(r)
+end
+
+-- Packages into the session's workspace, as Session:install does (the policy must allow it).
+function Worker:install(req)
+    if not self.session then return nil, "no session: send open first" end
+    local r, err = self.session:install(req.libraries, { timeout = req.timeout })
+    if not r then return nil, err end
+    return result_out(r)
+end
+
 -- The language's version as the sandbox sees it (first line of the probe's output).
 function Worker:version()
     local s = self.session
@@ -183,7 +201,7 @@ function Worker:check(req)
 end
 
 local OPS = { open = Worker.open, run = Worker.run, copy_in = Worker.copy_in, copy_out = Worker.copy_out,
-    version = Worker.version, check = Worker.check }
+    version = Worker.version, check = Worker.check, exec = Worker.exec, install = Worker.install }
 
 local function serve(self)
     for line in io.stdin:lines() do

@@ -4,9 +4,10 @@
 -- warm pools, slots and reaper: llmbox.mcp.workers), so one slow run holds up nobody.
 --
 -- This first part serves: GET /healthz, GET /v1/languages, /v1/policies, /v1/backends, POST
--- /v1/check and POST /v1/run, answering JSON and errors as { error = { code, message } }. Not
--- built yet (the issue lists them): TCP listeners with tokens and a config file, sessions,
--- server-sent events, metrics, reload, MCP over HTTP and the clients.
+-- /v1/check and POST /v1/run, and the session routes (llmbox.serve.sessions), answering JSON and
+-- errors as { error = { code, message } }. Not built yet (the issue lists them): TCP listeners
+-- with tokens and a config file, server-sent events, metrics, reload, MCP over HTTP and the
+-- clients.
 --
 --   os.exit(require("llmbox.serve").main({ "--listen", "unix:/tmp/llmbox.sock" }))
 local uv = require "luv"
@@ -17,6 +18,7 @@ local config = require "llmbox.mcp.config"
 local workers = require "llmbox.mcp.workers"
 local reaper = require "llmbox.mcp.reaper"
 local tmpdir = require "llmbox.mcp.tmpdir"
+local sessions = require "llmbox.serve.sessions"
 
 local type, ipairs, pairs, tostring, format = type, ipairs, pairs, tostring, string.format
 local S = ctx.state
@@ -68,8 +70,9 @@ local function err_body(code, message, extra)
     return json.encode({ error = e })
 end
 
--- The request's JSON object, or nil, status, body.
-local function json_body(req)
+-- The request's JSON object, or nil, status, body (allow_empty: no body is {}).
+local function json_body(req, allow_empty)
+    if req.body == "" and allow_empty then return {} end
     if req.body == "" then return nil, 400, err_body("bad_request", "expected a JSON object in the request body") end
     local ok, doc = pcall(json.decode, req.body)
     if not ok or type(doc) ~= "table" or not json.is_object(doc) then
@@ -153,6 +156,13 @@ local function allowed_policy(name)
         .. "the operator lists more in LLMBOX_MCP_POLICIES)", name, table.concat(S.cfg.policies, ", ")))
 end
 
+-- A worker's result as the answer's JSON: the arrays it held, empty ones included, stay arrays.
+local function result_json(res)
+    res.plots = json.array(res.plots or {})
+    if res.warnings then res.warnings = json.array(res.warnings) end
+    return json.encode(res)
+end
+
 local RUN_FIELDS = { lang = { "string" }, code = { "string", true }, args = { "strings" }, stdin = { "string" },
     timeout = { "number" }, policy = { "string" }, libraries = { "strings" } }
 
@@ -197,12 +207,7 @@ routes["POST /v1/run"] = function(req)
     end)
     if call.cancelled or not out then return 499, err_body("cancelled", "the client disconnected") end
     local res, err, raw = out[1], out[2], out[3]
-    if res then
-        -- (arrays the worker's JSON held, empty ones included)
-        res.plots = json.array(res.plots or {})
-        if res.warnings then res.warnings = json.array(res.warnings) end
-        return 200, json.encode(res), nil, { limit = res.limit ~= json.null and res.limit or nil }
-    end
+    if res then return 200, result_json(res), nil, { limit = res.limit ~= json.null and res.limit or nil } end
     if raw and raw.refused then
         return 422, err_body("refused", tostring(err), { violations = raw.violations })
     end
@@ -235,27 +240,40 @@ routes["POST /v1/check"] = function(req)
     return 200, json.encode(report)
 end
 
-local METHODS_OF = {}
-for key in pairs(routes) do
+for key, fn in pairs(sessions.routes({ err_body = err_body, fields = fields, json_body = json_body,
+    allowed_policy = allowed_policy, result_json = result_json })) do
+    routes[key] = fn
+end
+
+-- Routes by path pattern ("*" is an id: letters, digits and dashes), and the methods of each.
+local PATTERNS = {}
+for key, fn in pairs(routes) do
     local m, path = key:match("^(%S+) (.+)$")
-    METHODS_OF[path] = METHODS_OF[path] or {}
-    table.insert(METHODS_OF[path], m)
+    local pat = "^" .. path:gsub("%*", "([%%w%%-]+)") .. "$"
+    PATTERNS[pat] = PATTERNS[pat] or { methods = {}, handlers = {} }
+    table.insert(PATTERNS[pat].methods, m)
+    table.sort(PATTERNS[pat].methods)
+    PATTERNS[pat].handlers[m] = fn
 end
 
 local function handle(req)
     local started = uv.hrtime() / 1e6
-    local route = routes[req.method .. " " .. req.path]
     local status, body, headers, extra
-    if route then
-        status, body, headers, extra = route(req)
-    elseif METHODS_OF[req.path] then
-        table.sort(METHODS_OF[req.path])
-        local allow = table.concat(METHODS_OF[req.path], ", ")
-        status, body, headers = 405, err_body("method_not_allowed", format("%s %s: use %s", req.method, req.path,
-            allow)), { Allow = allow }
-    else
-        status, body = 404, err_body("not_found", format("no route %s %s", req.method, req.path))
+    for pat, p in pairs(PATTERNS) do
+        local id = req.path:match(pat)
+        if id then
+            local fn = p.handlers[req.method]
+            if fn then
+                status, body, headers, extra = fn(req, id ~= req.path and id or nil)
+            else
+                local allow = table.concat(p.methods, ", ")
+                status, body, headers = 405, err_body("method_not_allowed", format("%s %s: use %s", req.method,
+                    req.path, allow)), { Allow = allow }
+            end
+            break
+        end
     end
+    if not status then status, body = 404, err_body("not_found", format("no route %s %s", req.method, req.path)) end
     access_log(req, status, started, extra)
     return status, body, headers
 end
@@ -339,6 +357,7 @@ function _M.main(args)
         for _, addr in ipairs(addrs) do
             if addr.unix then os.remove(addr.unix) end
         end
+        sessions.close_all("the server is stopping")
         workers.stop(function() uv.stop() end)
     end
     for _, signame in ipairs({ "sigterm", "sigint" }) do
@@ -347,6 +366,9 @@ function _M.main(args)
         sig:unref()
     end
     reaper.start(function(pid) return S.worker_pids[pid] ~= nil end)
+    local tick = uv.new_timer()
+    tick:start(1000, 1000, sessions.tick)
+    tick:unref()
     local sigpipe = uv.new_signal()
     sigpipe:start("sigpipe", function() end)
     sigpipe:unref()

@@ -90,6 +90,31 @@ describe("llmbox serve #unpriv", function()
         assert.is_true(r.timed_out)
     end)
 
+    it("streams a run's output as server-sent events, then its result", function()
+        local out = helpers.tmpname()
+        local body = helpers.write(helpers.tmpname(), json.encode({
+            code = "import sys, time\nprint(1, flush=True)\ntime.sleep(0.2)\nprint(2, file=sys.stderr)" }))
+        os.execute(("curl -sN --unix-socket %s -H 'Accept: text/event-stream' --data-binary @%s http://d/v1/run > %s")
+            :format(q(d.sock), q(body), q(out)))
+        local events = {}
+        for name, data in (helpers.read(out) or ""):gmatch("event: (%w+)\ndata: ([^\n]*)\n\n") do
+            events[#events + 1] = { name, json.decode(data) }
+        end
+        assert.equal(3, #events, helpers.read(out))
+        assert.same({ "stdout", { data = "1\n" } }, events[1])
+        assert.same({ "stderr", { data = "2\n" } }, events[2])
+        assert.equal("result", events[3][1])
+        assert.equal(0, events[3][2].exit_code)
+        assert.equal("1\n", events[3][2].stdout)
+        -- a refusal is the stream's last event
+        helpers.write(body, json.encode({ code = "import subprocess", policy = "strict" }))
+        os.execute(("curl -sN --unix-socket %s -H 'Accept: text/event-stream' --data-binary @%s http://d/v1/run > %s")
+            :format(q(d.sock), q(body), q(out)))
+        local name, data = (helpers.read(out) or ""):match("event: (%w+)\ndata: ([^\n]*)")
+        assert.equal("error", name)
+        assert.equal("refused", json.decode(data).error.code)
+    end)
+
     it("refuses code the policy refuses, and bad requests, with JSON errors", function()
         local status, _, doc = call(d, "POST", "/v1/run", json.encode({ code = "import subprocess", policy = "strict" }))
         assert.equal(422, status)

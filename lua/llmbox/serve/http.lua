@@ -59,6 +59,22 @@ function Conn:write(status, body, headers)
     if not self.keep_alive then self:close() end
 end
 
+--- conn:stream_start(status, headers): a response whose body follows in pieces (server-sent
+--- events): no length, so the connection closes after it
+function Conn:stream_start(status, headers)
+    self.streaming = true
+    self.keep_alive = false
+    local h = { format("HTTP/1.1 %d %s\r\n", status, _M.REASONS[status] or "Unknown") }
+    for k, v in pairs(headers or {}) do h[#h + 1] = k .. ": " .. v .. "\r\n" end
+    h[#h + 1] = "Connection: close\r\n\r\n"
+    if not self.closed then self.stream:write(concat(h)) end
+end
+
+--- conn:stream_write(data): the next piece of a streamed body
+function Conn:stream_write(data)
+    if not self.closed then self.stream:write(data) end
+end
+
 function Conn:close()
     if self.closed then return end
     self.closed = true
@@ -86,7 +102,12 @@ function Conn:dispatch(req)
             status, body, headers = 500, '{"error":{"code":"internal","message":"internal error"}}', nil
         end
         self.keep_alive = self.keep_alive and req.keep_alive
-        self:write(status, body or "", headers)
+        if self.streaming then
+            -- the handler answered in pieces: the body ends with the connection
+            self:close()
+        else
+            self:write(status, body or "", headers)
+        end
         self.busy = false
         if self.gone then
             self:close()

@@ -187,6 +187,16 @@ routes["POST /v1/run"] = function(req)
     if not recipe then return 400, err_body("bad_request", format("unknown language %q (GET /v1/languages)", lang)) end
     local policy, pstatus, pbody = allowed_policy(f.policy)
     if not policy then return pstatus, pbody end
+    -- Accept: text/event-stream: the output as it comes (stdout, stderr and phase events), then
+    -- the result (or an error) as the last event
+    local sse
+    if (req.headers.accept or ""):find("text/event-stream", 1, true) then
+        req.conn:stream_start(200, { ["Content-Type"] = "text/event-stream", ["Cache-Control"] = "no-cache" })
+        sse = function(msg)
+            local data = msg.event == "phase" and { phase = msg.phase } or { data = msg.data }
+            req.conn:stream_write(format("event: %s\ndata: %s\n\n", msg.event, json.encode(data)))
+        end
+    end
     local call = new_call(req)
     -- (with_slot passes one value on)
     local out = workers.with_slot(call, function()
@@ -201,19 +211,24 @@ routes["POST /v1/run"] = function(req)
             if not w then return { nil, oerr } end
         end
         local r, rerr, rraw = w:request({ op = "run", code = f.code, libraries = f.libraries, timeout = f.timeout,
-            args = f.args, stdin = f.stdin })
+            args = f.args, stdin = f.stdin, stream = sse ~= nil }, sse)
         if w.warm_lang then workers.give_back(w) else w:close() end
         return { r, rerr, rraw }
     end)
     if call.cancelled or not out then return 499, err_body("cancelled", "the client disconnected") end
     local res, err, raw = out[1], out[2], out[3]
-    if res then return 200, result_json(res), nil, { limit = res.limit ~= json.null and res.limit or nil } end
-    if raw and raw.refused then
-        return 422, err_body("refused", tostring(err), { violations = raw.violations })
+    local code, answer, extra
+    if res then
+        code, answer, extra = 200, result_json(res), { limit = res.limit ~= json.null and res.limit or nil }
+    elseif raw and raw.refused then
+        code, answer = 422, err_body("refused", tostring(err), { violations = raw.violations })
+    else
+        code, answer = 422, err_body("run_failed", tostring(err))
     end
-    -- what the caller asked for and cannot have (a policy it may not use, a bad option) is its
-    -- mistake; the rest is the sandbox's
-    return 422, err_body("run_failed", tostring(err))
+    if sse then
+        req.conn:stream_write(format("event: %s\ndata: %s\n\n", res and "result" or "error", answer))
+    end
+    return code, answer, nil, extra
 end
 
 routes["POST /v1/check"] = function(req)

@@ -13,6 +13,7 @@
 #   tar       receive_tree: fuzzed tar streams unpacked beneath a scratch tree
 #   resolve   the PATH search for argv[0]
 #   report    lb_read_report: child error records over a pipe
+#   http      llmbox serve's request parser (lua_httpparse.c over http-parser), fed in pieces
 #
 # paths and tar create files for real under FUZZ_TMP (default build/fuzz-tmp; a tmpfs such as
 # FUZZ_TMP=/dev/shm/llmbox-fuzz makes them about 5 times faster).
@@ -27,7 +28,7 @@ FUZZ_SECONDS    ?= 300
 FUZZ_SKIP_KNOWN ?= 0
 FUZZ_TMP        ?= $(CURDIR)/build/fuzz-tmp
 FUZZ_JOBS       ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 1 ] && echo 2 || echo 1)
-FUZZ_TARGETS    := seccomp lua_core paths tar resolve report
+FUZZ_TARGETS    := seccomp lua_core paths tar resolve report http
 DEPS_FUZZ       := clang libclang-rt-14-dev llvm-14
 
 FUZZ_DIR  := build/fuzz
@@ -36,13 +37,15 @@ FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 
 # The runtime is compiled again with clang and coverage; a harness that #includes a runtime file
 # (to reach its static functions) does not link that file's object.
-FUZZ_RUNTIME := $(filter-out runtime/lua_core.c runtime/lua_util.c backends/native.c,$(CORE_SRC))
+FUZZ_RUNTIME := $(filter-out runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c backends/native.c,$(CORE_SRC))
 fuzz_includes_seccomp := runtime/seccomp.c
 fuzz_includes_paths   := runtime/transfer.c
 fuzz_includes_tar     := runtime/transfer.c
 fuzz_includes_resolve := runtime/chain.c
-fuzz_extra_lua_core   := runtime/lua_core.c runtime/lua_util.c
+fuzz_extra_lua_core   := runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c
 fuzz_libs_lua_core     = $(LUA_LIBS)
+fuzz_extra_http       := runtime/lua_httpparse.c
+fuzz_libs_http         = $(LUA_LIBS)
 fuzz_flags_report     := -max_len=8192
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(filter-out $(fuzz_includes_$(1)),$(FUZZ_RUNTIME)) $(fuzz_extra_$(1)))

@@ -37,6 +37,8 @@ typedef struct {
 	int in_value; /* the last callback was on_header_value */
 	int too_large;
 	int failed;
+	int upgraded; /* the request asked to leave HTTP/1.1 (Upgrade, CONNECT): nothing after it is
+			 parsed */
 } lparser;
 
 static void clear_buf(char **b, size_t *len)
@@ -192,6 +194,15 @@ static int l_feed(lua_State *L)
 	const char *data = luaL_checklstring(L, 2, &len);
 	if (lp->failed)
 		return luaL_error(L, "http_request_parser: feed() after an error");
+	if (lp->upgraded) {
+		lp->failed = 1;
+		lua_pushnil(L);
+		lua_pushliteral(L, "the connection asked to leave HTTP/1.1 (Upgrade or CONNECT), "
+				   "which this server "
+				   "does not do: nothing after that request is read");
+		lua_pushinteger(L, 400);
+		return 3;
+	}
 	lua_settop(L, 2);
 	lua_newtable(L);
 	lp->L = L;
@@ -213,7 +224,13 @@ static int l_feed(lua_State *L)
 		lua_pushinteger(L, 431);
 		return 3;
 	}
-	if (e != HPE_OK || (done != len && !lp->p.upgrade)) {
+	if (e == HPE_OK && lp->p.upgrade) {
+		/* the request itself is answered as any other; what follows is not HTTP/1.1 */
+		lp->upgraded = 1;
+		lua_pushinteger(L, (lua_Integer)len);
+		return 2;
+	}
+	if (e != HPE_OK || done != len) {
 		lp->failed = 1;
 		lua_pushnil(L);
 		lua_pushfstring(L, "malformed request: %s", http_errno_description(e));

@@ -8,7 +8,7 @@ local q = helpers.shell_quote
 
 local SECONDS = 10
 local MIN_RUNS = 2000
-local TARGETS = { "seccomp", "lua_core", "paths", "tar", "resolve", "report" }
+local TARGETS = { "seccomp", "lua_core", "paths", "tar", "resolve", "report", "http" }
 
 local function sh(cmd)
     local out = helpers.tmpname()

@@ -9,7 +9,8 @@
 --   jsonrpc     framing, replies, checking what comes in     calls      tools/call, cancellation
 --   code_tools  execute_code, check_code, languages          sessions   the session tools
 --   transfer    upload_file, download_file                   staging    checked staged files
---   workers     `llmbox worker` children, slots, warm pool   reaper     waiting for every child
+--   workers     `llmbox worker` children, slots, warm pool,  reaper     waiting for every child
+--               the loop (run_loop)
 --   tmpdir      the private temporary directory              progress   progress notifications
 --   results     tool results as MCP content                  context    shared state, log, await
 -- This file holds the methods other than tools/call, the loop, startup and shutdown.
@@ -24,7 +25,6 @@ local calls = require "llmbox.mcp.calls"
 local sessions = require "llmbox.mcp.sessions"
 local workers = require "llmbox.mcp.workers"
 local progress = require "llmbox.mcp.progress"
-local reaper = require "llmbox.mcp.reaper"
 local tmpdir = require "llmbox.mcp.tmpdir"
 local code_tools = require "llmbox.mcp.code_tools"
 
@@ -187,43 +187,14 @@ local function serve()
         progress.tick()
     end)
     timer:unref()
-    for _, signame in ipairs({ "sigterm", "sigint" }) do
-        local sig = uv.new_signal()
-        sig:start(signame, function() log("%s, stopping", signame); shutdown() end)
-        sig:unref()
-    end
-    -- every child, also the orphans of killed workers (and all of them when we are pid 1)
-    reaper.start(function(pid) return S.worker_pids[pid] ~= nil end)
-    -- a write to a client that is gone fails with EPIPE (and the server stops) instead of killing
-    -- it before it can clean up; a handler, unlike SIG_IGN, is not inherited by the workers
-    local sigpipe = uv.new_signal()
-    sigpipe:start("sigpipe", function() end)
-    sigpipe:unref()
-    workers.prewarm()
-    uv.run("default")
+    workers.run_loop(shutdown, log)
 end
 
 --- main() -> exit status. Validates the environment, then serves until end of input.
 function _M.main(opts)
     opts = opts or {}
-    local cfg, err, warnings = config.from_env(opts.env)
-    for _, warning in ipairs(cfg and cfg.warnings or warnings or {}) do log("warning: %s", warning) end
-    if not cfg then
-        for line in err:gmatch("[^\n]+") do log("configuration error: %s", line) end
-        log("refusing to start; fix the environment variables above")
-        return 125
-    end
-    for _, note in ipairs(cfg.notes) do log("note: %s", note) end
-    S.cfg = cfg
-    S.exe = opts.exe or uv.exepath()
-    local dir, removed = tmpdir.create()
-    if not dir then
-        log("%s; set TMPDIR to a directory this user can write to", tostring(removed))
-        return 125
-    end
-    S.tmpdir = dir
-    for _, name in ipairs(removed) do log("removed %s, left by a server that no longer runs", name) end
-    log("serving on stdio (%s)", config.describe(cfg))
+    if not workers.setup(log, opts.env, opts.exe) then return 125 end
+    log("serving on stdio (%s)", config.describe(S.cfg))
     local ok, serr = xpcall(serve, debug.traceback)
     local rok, rerr = tmpdir.remove(S.tmpdir)
     if not rok then log("cannot remove %s: %s", S.tmpdir, tostring(rerr)) end

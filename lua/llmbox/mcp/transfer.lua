@@ -15,8 +15,9 @@ local _M = { _VERSION = "0.1.0" }
 
 local MAX_DOWNLOAD = 10 * 1024 * 1024
 
--- "x.txt" and "/sandbox/x.txt" both mean the workspace's x.txt; anything else is refused here.
-local function workspace_path(p)
+--- workspace_path(p) -> path | nil, err: "x.txt" and "/sandbox/x.txt" both mean the workspace's
+--- x.txt; anything else is refused here (the daemon's file routes take paths the same way)
+function _M.workspace_path(p)
     if p:sub(1, 1) ~= "/" then p = "/sandbox/" .. p end
     if p:sub(1, 9) ~= "/sandbox/" or #p == 9 then
         return nil, format("path %q is outside the workspace: give a path under /sandbox/ or relative to it", p)
@@ -41,7 +42,7 @@ local handlers = {}
 _M.handlers = handlers
 
 function handlers.upload_file(args, call)
-    local path, perr = workspace_path(args.path)
+    local path, perr = _M.workspace_path(args.path)
     if not path then return results.error(perr) end
     local data = args.content
     if args.encoding == "base64" then
@@ -68,7 +69,7 @@ local function is_text(data)
 end
 
 function handlers.download_file(args, call)
-    local path, perr = workspace_path(args.path)
+    local path, perr = _M.workspace_path(args.path)
     if not path then return results.error(perr) end
     return sessions.with_session(call, args.session_id, function(sess)
         local tmp = staging.path()

@@ -245,6 +245,50 @@ function _M.prewarm()
     if not ok then log("prewarming failed: %s", tostring(err)) end
 end
 
+--- setup(log [, env [, exe]]) -> true | nil: a server of workers' state from the environment
+--- (llmbox.mcp.config: SANDBOX_*, LLMBOX_POLICY, ...) and its private temporary directory; what
+--- is wrong is logged, and nil means: do not start (exit 125)
+function _M.setup(log_line, env, exe)
+    local config = require "llmbox.mcp.config"
+    local tmpdir = require "llmbox.mcp.tmpdir"
+    local cfg, err, warnings = config.from_env(env)
+    for _, warning in ipairs(cfg and cfg.warnings or warnings or {}) do log_line("warning: %s", warning) end
+    if not cfg then
+        for line in err:gmatch("[^\n]+") do log_line("configuration error: %s", line) end
+        log_line("refusing to start; fix the environment variables above")
+        return nil
+    end
+    for _, note in ipairs(cfg.notes) do log_line("note: %s", note) end
+    S.cfg, S.exe = cfg, exe or uv.exepath()
+    local dir, removed = tmpdir.create()
+    if not dir then
+        log_line("%s; set TMPDIR to a directory this user can write to", tostring(removed))
+        return nil
+    end
+    S.tmpdir = dir
+    for _, name in ipairs(removed) do log_line("removed %s, left by a server that no longer runs", name) end
+    return true
+end
+
+--- run_loop(shutdown, log): what a server of workers (`llmbox mcp`, `llmbox serve`) runs until
+--- it stops: SIGTERM and SIGINT call shutdown(), every child is reaped (also the orphans of
+--- killed workers, and all of them when it is pid 1), a write to a client that is gone fails with
+--- EPIPE instead of killing it before it can clean up (a handler, unlike SIG_IGN, is not
+--- inherited by the workers), one warm Python worker is started, and the loop runs.
+function _M.run_loop(shutdown, log_line)
+    for _, signame in ipairs({ "sigterm", "sigint" }) do
+        local sig = uv.new_signal()
+        sig:start(signame, function() log_line("%s, stopping", signame); shutdown() end)
+        sig:unref()
+    end
+    require("llmbox.mcp.reaper").start(function(pid) return S.worker_pids[pid] ~= nil end)
+    local sigpipe = uv.new_signal()
+    sigpipe:start("sigpipe", function() end)
+    sigpipe:unref()
+    _M.prewarm()
+    uv.run("default")
+end
+
 --- stop(on_stopped): closes idle warm workers, gives the others a moment to close their
 -- sessions, then kills what is left; on_stopped() when none is left or after 3.5 s
 function _M.stop(on_stopped)

@@ -14,9 +14,7 @@ local uv = require "luv"
 local json = require "llmbox.json"
 local http = require "llmbox.serve.http"
 local ctx = require "llmbox.mcp.context"
-local config = require "llmbox.mcp.config"
 local workers = require "llmbox.mcp.workers"
-local reaper = require "llmbox.mcp.reaper"
 local tmpdir = require "llmbox.mcp.tmpdir"
 local sessions = require "llmbox.serve.sessions"
 
@@ -325,20 +323,7 @@ function _M.main(args)
         if not addr then return usage_error(err) end
         addrs[n] = addr
     end
-    local cfg, err, warnings = config.from_env()
-    for _, warning in ipairs(cfg and cfg.warnings or warnings or {}) do log("warning: %s", warning) end
-    if not cfg then
-        for line in err:gmatch("[^\n]+") do log("configuration error: %s", line) end
-        return 125
-    end
-    S.cfg = cfg
-    S.exe = uv.exepath()
-    local dir, removed = tmpdir.create()
-    if not dir then
-        log("%s; set TMPDIR to a directory this user can write to", tostring(removed))
-        return 125
-    end
-    S.tmpdir = dir
+    if not workers.setup(log) then return 125 end
     local servers = {}
     local function stop_all()
         for _, s in ipairs(servers) do s.close() end
@@ -367,7 +352,6 @@ function _M.main(args)
     local function shutdown()
         if S.closing then return end
         S.closing = true
-        log("stopping")
         stop_all()
         for _, addr in ipairs(addrs) do
             if addr.unix then os.remove(addr.unix) end
@@ -375,20 +359,10 @@ function _M.main(args)
         sessions.close_all("the server is stopping")
         workers.stop(function() uv.stop() end)
     end
-    for _, signame in ipairs({ "sigterm", "sigint" }) do
-        local sig = uv.new_signal()
-        sig:start(signame, function() log("%s", signame); shutdown() end)
-        sig:unref()
-    end
-    reaper.start(function(pid) return S.worker_pids[pid] ~= nil end)
     local tick = uv.new_timer()
     tick:start(1000, 1000, sessions.tick)
     tick:unref()
-    local sigpipe = uv.new_signal()
-    sigpipe:start("sigpipe", function() end)
-    sigpipe:unref()
-    workers.prewarm()
-    uv.run("default")
+    workers.run_loop(shutdown, log)
     tmpdir.remove(S.tmpdir)
     return 0
 end

@@ -87,15 +87,10 @@ local function answer(api, res, err, raw)
     return 422, api.err_body("failed", tostring(err))
 end
 
--- "x.txt" and "/sandbox/x.txt" both mean the workspace's x.txt; nothing else is taken.
+-- "x.txt" and "/sandbox/x.txt" both mean the workspace's x.txt (as the MCP server's file tools)
 local function workspace_path(p)
     if type(p) ~= "string" or p == "" then return nil, "give the file's path: ?path=..." end
-    if p:sub(1, 1) ~= "/" then p = "/sandbox/" .. p end
-    if p:sub(1, 9) ~= "/sandbox/" or #p == 9 then
-        return nil, format("path %q is outside the workspace: give a path under /sandbox/ or relative to it", p)
-    end
-    if ("/" .. p .. "/"):find("/%.%.?/") then return nil, format("path %q must not contain . or .. components", p) end
-    return p
+    return require("llmbox.mcp.transfer").workspace_path(p)
 end
 
 --- routes(api) -> { ["METHOD /v1/sessions/*/verb"] = handler(req, id) }; api: the daemon's helpers

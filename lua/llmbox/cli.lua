@@ -34,9 +34,10 @@ Commands:
   script FILE.lua [ARGS...]
                      run an operator's Lua script with `llmbox` loaded and `arg` set
   doctor [--json]    what this host supports and how to fix what is missing
-  serve [--listen unix:/path]...
+  serve [--listen unix:/path | HOST:PORT]... [--config FILE]
                      the daemon: HTTP/JSON on a unix socket (default /run/llmbox/llmbox.sock
-                     as root, else $XDG_RUNTIME_DIR/llmbox.sock); see the README
+                     as root, else $XDG_RUNTIME_DIR/llmbox.sock) or TCP (with the config
+                     file's tokens); see the README
   mcp                serve the Model Context Protocol on stdio (configured by environment
                      variables: BACKEND, SANDBOX_*, LLMBOX_POLICY; see the README)
   tools [--format mcp|openai|anthropic]

@@ -276,7 +276,110 @@ describe("llmbox serve's idle sessions #unpriv", function()
     end)
 end)
 
+-- A free TCP port on the loopback (the kernel's pick, released at once).
+local function free_port()
+    local p = io.popen([[python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])']])
+    local port = tonumber(p:read("*l"))
+    p:close()
+    return port
+end
+
+describe("llmbox serve with a config file: tokens, tenants, TCP #unpriv", function()
+    local d, port, dir
+    local ALICE, BOB = string.rep("a1", 16), string.rep("b2", 16)
+    setup(function()
+        dir = helpers.tmpdir()
+        port = free_port()
+        local conf = helpers.write(dir .. "/serve.lua", ([[return {
+            listen = { "unix:%s/llmbox.sock", "127.0.0.1:%d" },
+            tokens = {
+                ["%s"] = { tenant = "alice", policies = { "default", "strict" } },
+                ["%s"] = { tenant = "bob", policies = { "strict" } },
+            },
+            limits = { idle = "10s" },
+        }]]):format(dir, port, ALICE, BOB))
+        d = start(dir, "--config " .. q(conf))
+    end)
+    teardown(function()
+        if d then stop(d) end
+    end)
+
+    local function as(token, method, path, body, over_tcp)
+        local auth = token and ("-H 'Authorization: Bearer " .. token .. "'") or ""
+        if over_tcp then
+            local out = helpers.tmpname()
+            local cmd = ("curl -s --max-time 30 -o %s -w '%%{http_code}' -X %s %s 'http://127.0.0.1:%d%s'"):format(
+                q(out), method, auth, port, path)
+            if body then cmd = cmd .. " --data-binary @" .. q(helpers.write(helpers.tmpname(), body)) end
+            local p = io.popen(cmd)
+            local status = tonumber(p:read("*a"))
+            p:close()
+            local text = helpers.read(out) or ""
+            local ok, doc = pcall(json.decode, text)
+            return status, text, ok and doc or nil
+        end
+        return call(d, method, path, body, auth)
+    end
+
+    it("asks every request but /healthz for a known token, on every listener", function()
+        assert.equal(200, (as(nil, "GET", "/healthz")))
+        local status, _, doc = as(nil, "GET", "/v1/policies")
+        assert.equal(401, status)
+        assert.equal("unauthorized", doc.error.code)
+        assert.equal(401, (as(string.rep("x", 32), "GET", "/v1/policies")))
+        assert.equal(401, (as(ALICE .. "x", "GET", "/v1/policies")))
+        assert.equal(200, (as(ALICE, "GET", "/v1/policies")))
+        -- over TCP, the same
+        assert.equal(401, (as(nil, "POST", "/v1/run", '{"code":"print(1)"}', true)))
+        local st, text, r = as(ALICE, "POST", "/v1/run", '{"code":"print(1)"}', true)
+        assert.equal(200, st, text)
+        assert.equal("1\n", r.stdout)
+        -- the log names the tenant
+        assert.matches('"tenant":"alice"', helpers.read(dir .. "/log"), 1, true)
+    end)
+
+    it("gives a tenant its token's policies only, and its own sessions only (404 for another's)", function()
+        local status, _, doc = as(BOB, "POST", "/v1/run", '{"code":"print(1)","policy":"default"}')
+        assert.equal(403, status)
+        assert.matches('policy "default" is not allowed for tenant bob (allowed: strict;', doc.error.message, 1, true)
+        -- bob's default is his first policy, strict
+        status, _, doc = as(BOB, "POST", "/v1/run", '{"code":"import subprocess"}')
+        assert.equal(422, status)
+        assert.matches('policy "strict"', doc.error.message, 1, true)
+        status, _, doc = as(ALICE, "POST", "/v1/sessions", "{}")
+        assert.equal(201, status)
+        local id = doc.id
+        assert.equal(200, (as(ALICE, "POST", "/v1/sessions/" .. id .. "/run", '{"code":"print(1)"}')))
+        status, _, doc = as(BOB, "POST", "/v1/sessions/" .. id .. "/run", '{"code":"print(1)"}')
+        assert.equal(404, status)
+        assert.equal("no_session", doc.error.code)
+        assert.equal(404, (as(BOB, "DELETE", "/v1/sessions/" .. id)))
+        assert.equal(200, (as(ALICE, "DELETE", "/v1/sessions/" .. id)))
+    end)
+end)
+
 describe("llmbox serve's start and stop #unpriv", function()
+    it("refuses a bad config file, naming the file and the key", function()
+        local dir = helpers.tmpdir()
+        local function refused(text, pattern)
+            local f = helpers.write(dir .. "/c.lua", text)
+            local status, _, err = helpers.cli({ "serve", "--config", f, "--listen", "unix:" .. dir .. "/s.sock" })
+            assert.equal(125, status, err)
+            assert.matches(pattern, err, 1, true)
+        end
+        refused("return { tokens = { short = { tenant = 'a', policies = { 'default' } } } }",
+            'the token of tenant "a" is shorter than 16 characters')
+        refused(("return { tokens = { ['%s'] = { tenant = 'a', policies = { 'nosuch' } } } }"):format(string.rep("t", 20)),
+            'policies: no policy named "nosuch"')
+        refused(("return { tokens = { ['%s'] = { policies = { 'default' } } } }"):format(string.rep("t", 20)),
+            "tenant")
+        refused("return { listen = 'x' }", "listen")
+        refused("return { limits = { idle = 'soon' } }", "limits.idle")
+        refused("return { nope = 1 }", "nope")
+        refused("this is not lua", "--config " .. dir .. "/c.lua")
+        refused("return 1", "the file must return a table")
+    end)
+
     it("refuses a TCP listener without tokens, and a socket another server answers on", function()
         local status, _, err = helpers.cli({ "serve", "--listen", "127.0.0.1:0" })
         assert.equal(125, status)

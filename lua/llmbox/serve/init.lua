@@ -5,9 +5,9 @@
 --
 -- This first part serves: GET /healthz, GET /v1/languages, /v1/policies, /v1/backends, POST
 -- /v1/check and POST /v1/run, and the session routes (llmbox.serve.sessions), answering JSON and
--- errors as { error = { code, message } }. Not built yet (the issue lists them): TCP listeners
--- with tokens and a config file, server-sent events, metrics, reload, MCP over HTTP and the
--- clients.
+-- errors as { error = { code, message } }, on unix sockets and, with the config file's tokens
+-- (llmbox.serve.config), TCP; a token names a tenant, its policies and its sessions. Not built
+-- yet (the issue lists them): metrics, reload, MCP over HTTP and the clients.
 --
 --   os.exit(require("llmbox.serve").main({ "--listen", "unix:/tmp/llmbox.sock" }))
 local uv = require "luv"
@@ -18,7 +18,8 @@ local workers = require "llmbox.mcp.workers"
 local tmpdir = require "llmbox.mcp.tmpdir"
 local sessions = require "llmbox.serve.sessions"
 
-local type, ipairs, pairs, tostring, format = type, ipairs, pairs, tostring, string.format
+local type, ipairs, pairs, next, tostring, tonumber, format = type, ipairs, pairs, next, tostring, tonumber,
+    string.format
 local S = ctx.state
 
 local _M = { _VERSION = "0.1.0" }
@@ -47,17 +48,23 @@ function _M.default_listen(getenv, uid)
     return nil
 end
 
---- parse_listen("unix:/path" | "HOST:PORT") -> { unix = path } | nil, err
-function _M.parse_listen(addr)
+--- parse_listen("unix:/path" | "HOST:PORT", have_tokens) -> { unix = path } | { host, port } | nil, err
+function _M.parse_listen(addr, have_tokens)
     local path = addr:match("^unix:(.+)$")
     if path then
         if path:sub(1, 1) ~= "/" then return nil, format("--listen %s: the socket's path must be absolute", addr) end
         return { unix = path }
     end
-    if addr:match("^[%w%.%-%[%]:]+:%d+$") then
-        return nil, format("--listen %s: a TCP listener needs client tokens (a config file), which this version of "
-            .. "llmbox serve does not read yet: listen on a unix socket (unix:/path), whose file permissions say "
-            .. "who may connect", addr)
+    local host, port = addr:match("^%[?([%w%.%-:]-)%]?:(%d+)$")
+    if host and host ~= "" then
+        if not have_tokens then
+            return nil, format("--listen %s: a TCP listener needs client tokens: give them in a config file "
+                .. "(--config FILE, tokens = { ... }), or listen on a unix socket (unix:/path), whose file "
+                .. "permissions say who may connect", addr)
+        end
+        port = tonumber(port)
+        if port > 65535 then return nil, format("--listen %s: no such port", addr) end
+        return { host = host, port = port }
     end
     return nil, format("--listen %s: expected unix:/path or HOST:PORT", addr)
 end
@@ -145,13 +152,15 @@ end
 -- The policy a request asks for, if the operator lets clients pick it: the daemon's own
 -- (LLMBOX_POLICY) and those LLMBOX_MCP_POLICIES lists, as the MCP server's clients may pick; a
 -- client must never choose a looser one on its own. -> name | nil, status, body
-local function allowed_policy(name)
-    name = name or S.cfg.policy
-    for _, p in ipairs(S.cfg.policies) do
+local function allowed_policy(name, tenant)
+    local allowed = tenant and tenant.policies or S.cfg.policies
+    name = name or (tenant and tenant.default_policy) or S.cfg.policy
+    for _, p in ipairs(allowed) do
         if p == name then return name end
     end
-    return nil, 403, err_body("policy_not_allowed", format("policy %q is not allowed by this server (allowed: %s; "
-        .. "the operator lists more in LLMBOX_MCP_POLICIES)", name, table.concat(S.cfg.policies, ", ")))
+    return nil, 403, err_body("policy_not_allowed", format("policy %q is not allowed %s (allowed: %s%s)", name,
+        tenant and ("for tenant " .. tenant.tenant) or "by this server", table.concat(allowed, ", "),
+        tenant and "; the operator lists more in the token's policies" or "; the operator lists more in LLMBOX_MCP_POLICIES"))
 end
 
 -- A worker's result as the answer's JSON: the arrays it held, empty ones included, stay arrays.
@@ -183,7 +192,7 @@ routes["POST /v1/run"] = function(req)
     local lang = f.lang or "python"
     local recipe = require("llmbox.recipes").get(lang)
     if not recipe then return 400, err_body("bad_request", format("unknown language %q (GET /v1/languages)", lang)) end
-    local policy, pstatus, pbody = allowed_policy(f.policy)
+    local policy, pstatus, pbody = allowed_policy(f.policy, req.tenant)
     if not policy then return pstatus, pbody end
     -- Accept: text/event-stream: the output as it comes (stdout, stderr and phase events), then
     -- the result (or an error) as the last event
@@ -234,7 +243,7 @@ routes["POST /v1/check"] = function(req)
     if not doc then return status, body end
     local f, ferr = fields(doc, { code = { "string", true }, lang = { "string" }, policy = { "string" } })
     if not f then return 400, err_body("bad_request", ferr) end
-    local policy, pstatus, pbody = allowed_policy(f.policy)
+    local policy, pstatus, pbody = allowed_policy(f.policy, req.tenant)
     if not policy then return pstatus, pbody end
     local call = new_call(req)
     local out = workers.with_slot(call, function()
@@ -269,15 +278,51 @@ for key, fn in pairs(routes) do
     PATTERNS[pat].handlers[m] = fn
 end
 
+-- Constant time for strings of one length: a client learns nothing from how long a refusal took.
+local function same(a, b)
+    local diff = #a == #b and 0 or 1
+    for i = 1, math.max(#a, #b) do
+        diff = bit.bor(diff, bit.bxor(a:byte(i) or 0, b:byte(i) or 0))
+    end
+    return diff == 0
+end
+
+-- The tenant of a request's bearer token (every token is compared, found or not), or nil.
+local function tenant_of(req, tokens)
+    local given = (req.headers.authorization or ""):match("^[Bb]earer%s+(%S+)%s*$") or ""
+    local found
+    for token, entry in pairs(tokens) do
+        if same(given, token) then found = entry end
+    end
+    return found
+end
+
+local SERVE = { tokens = nil, limits = nil }
+
 local function handle(req)
     local started = uv.hrtime() / 1e6
     local status, body, headers, extra
+    if SERVE.tokens and not (req.method == "GET" and req.path == "/healthz") then
+        req.tenant = tenant_of(req, SERVE.tokens)
+        if not req.tenant then
+            status, body, headers = 401, err_body("unauthorized", "give a token this server knows: "
+                .. "Authorization: Bearer <token>"), { ["WWW-Authenticate"] = 'Bearer realm="llmbox"' }
+            access_log(req, status, started)
+            return status, body, headers
+        end
+        extra = { tenant = req.tenant.tenant }
+    end
     for pat, p in pairs(PATTERNS) do
         local id = req.path:match(pat)
         if id then
             local fn = p.handlers[req.method]
             if fn then
-                status, body, headers, extra = fn(req, id ~= req.path and id or nil)
+                local more
+                status, body, headers, more = fn(req, id ~= req.path and id or nil)
+                for k, v in pairs(more or {}) do
+                    extra = extra or {}
+                    extra[k] = v
+                end
             else
                 local allow = table.concat(p.methods, ", ")
                 status, body, headers = 405, err_body("method_not_allowed", format("%s %s: use %s", req.method,
@@ -298,17 +343,32 @@ end
 
 --- main(args) -> exit status: serves until SIGTERM or SIGINT
 function _M.main(args)
-    local listens = {}
+    local listens, config_file = {}, nil
     local i = 1
     while i <= #args do
         local a = args[i]
         if a == "--listen" and args[i + 1] then
             listens[#listens + 1] = args[i + 1]
             i = i + 2
+        elseif a == "--config" and args[i + 1] then
+            config_file = args[i + 1]
+            i = i + 2
         else
-            return usage_error(format("serve: unknown argument %q (llmbox serve [--listen unix:/path]...)", a))
+            return usage_error(format("serve: unknown argument %q (llmbox serve [--listen ADDR]... [--config FILE])",
+                a))
         end
     end
+    local conf = { listen = {}, tokens = {}, limits = { max_body = http.LIMITS.max_body,
+        max_head = http.LIMITS.max_head, idle = http.LIMITS.idle_ms / 1000 } }
+    if config_file then
+        local c, cerr = require("llmbox.serve.config").load(config_file)
+        if not c then return usage_error("serve: " .. cerr) end
+        conf = c
+    end
+    SERVE.tokens = next(conf.tokens) and conf.tokens or nil
+    local limits = { max_body = conf.limits.max_body, max_head = conf.limits.max_head,
+        idle_ms = math.floor(conf.limits.idle * 1000) }
+    if #listens == 0 then listens = conf.listen end
     if #listens == 0 then
         local default = _M.default_listen()
         if not default then
@@ -319,7 +379,7 @@ function _M.main(args)
     end
     local addrs = {}
     for n, l in ipairs(listens) do
-        local addr, err = _M.parse_listen(l)
+        local addr, err = _M.parse_listen(l, SERVE.tokens ~= nil)
         if not addr then return usage_error(err) end
         addrs[n] = addr
     end
@@ -341,13 +401,13 @@ function _M.main(args)
             end
             os.remove(addr.unix)
         end
-        local s, lerr = http.listen(addr, handle, http.LIMITS, function(e) log("internal error: %s", e) end)
+        local s, lerr = http.listen(addr, handle, limits, function(e) log("internal error: %s", e) end)
         if not s then
             stop_all()
             return usage_error(format("serve: cannot listen on %s: %s", listens[n], tostring(lerr)))
         end
         servers[#servers + 1] = s
-        log("listening on %s", listens[n])
+        log("listening on %s%s", listens[n], SERVE.tokens and " (tokens required)" or "")
     end
     local function shutdown()
         if S.closing then return end

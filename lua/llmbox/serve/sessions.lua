@@ -59,9 +59,17 @@ function _M.close_all(why)
     for _, sess in pairs(sessions) do close(sess, why) end
 end
 
--- One call on a session at a time: fn(sess) -> status, body, headers; a 404 for an unknown id.
-local function with_session(api, id, fn)
+-- The session id names, if the request's tenant may see it: another tenant's is as unknown as
+-- one that never existed (404, not 403).
+local function find(req, id)
     local sess = sessions[id]
+    if sess and sess.tenant ~= (req.tenant and req.tenant.tenant) then return nil end
+    return sess
+end
+
+-- One call on a session at a time: fn(sess) -> status, body, headers; a 404 for an unknown id.
+local function with_session(api, req, id, fn)
+    local sess = find(req, id)
     if not sess then
         return 404, api.err_body("no_session", format("no open session %q: it was closed, expired after %gs idle, "
             .. "or never existed", id, S.cfg.session_idle))
@@ -103,7 +111,7 @@ function _M.routes(api)
         if not doc then return status, body end
         local f, ferr = api.fields(doc, { lang = { "string" }, policy = { "string" } })
         if not f then return 400, api.err_body("bad_request", ferr) end
-        local policy, pstatus, pbody = api.allowed_policy(f.policy)
+        local policy, pstatus, pbody = api.allowed_policy(f.policy, req.tenant)
         if not policy then return pstatus, pbody end
         local lang = f.lang or "python"
         local recipe = require("llmbox.recipes").get(lang)
@@ -115,7 +123,7 @@ function _M.routes(api)
         local w, err = workers.open({}, recipe.name, policy)
         if not w then return 422, api.err_body("failed", tostring(err)) end
         local sess = { id = new_id(), worker = w, language = recipe.name, policy = policy, last_used = ctx.now(),
-            queue = {} }
+            queue = {}, tenant = req.tenant and req.tenant.tenant }
         sessions[sess.id] = sess
         count = count + 1
         w.on_exit = function() close(sess, "its sandbox worker exited") end
@@ -127,8 +135,8 @@ function _M.routes(api)
             idle_timeout = S.cfg.session_idle })
     end
 
-    r["DELETE /v1/sessions/*"] = function(_, id)
-        local sess = sessions[id]
+    r["DELETE /v1/sessions/*"] = function(req, id)
+        local sess = find(req, id)
         if not sess then return 404, api.err_body("no_session", format("no open session %q", id)) end
         close(sess, "closed by the client")
         return 200, json.encode({ closed = true })
@@ -137,7 +145,7 @@ function _M.routes(api)
     -- a worker's request on the session; the client's disconnect kills the worker (and so the
     -- session: its state is gone with its sandbox)
     local function on_session(req, id, msg)
-        return with_session(api, id, function(sess)
+        return with_session(api, req, id, function(sess)
             req.conn.on_gone = function() sess.worker:kill("the client disconnected") end
             local res, err, raw = sess.worker:request(msg)
             req.conn.on_gone = nil
@@ -181,7 +189,7 @@ function _M.routes(api)
     r["PUT /v1/sessions/*/files"] = function(req, id)
         local path, perr = workspace_path(req.query.path)
         if not path then return 400, api.err_body("bad_request", perr) end
-        return with_session(api, id, function(sess)
+        return with_session(api, req, id, function(sess)
             local tmp = staging.path()
             local ok, err = staging.write(tmp, req.body)
             if not ok then
@@ -198,7 +206,7 @@ function _M.routes(api)
     r["GET /v1/sessions/*/files"] = function(req, id)
         local path, perr = workspace_path(req.query.path)
         if not path then return 400, api.err_body("bad_request", perr) end
-        return with_session(api, id, function(sess)
+        return with_session(api, req, id, function(sess)
             local tmp = staging.path()
             local res, err = sess.worker:request({ op = "copy_out", src = path, dst = tmp, max = _M.MAX_DOWNLOAD })
             if not res then

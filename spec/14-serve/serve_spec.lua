@@ -241,6 +241,23 @@ print(ask(b"GET /healthz HTTP/1.1\r\nHost: d\r\n\r\nGET /healthz HTTP/1.1\r\nHos
         assert.equal(403, status, text)
     end)
 
+    it("counts requests, runs, limits and warm leases in Prometheus text at /metrics", function()
+        call(d, "POST", "/v1/run", json.encode({ code = "import time; time.sleep(5)", timeout = 0.3 }))
+        local status, text = call(d, "GET", "/metrics")
+        assert.equal(200, status)
+        for line in text:gmatch("[^\n]+") do
+            if line:sub(1, 1) ~= "#" then
+                assert.matches("^[%a_:][%w_:]*{?[^}]*}? [%d.e+-]+$", line)
+            end
+        end
+        assert.matches('llmbox_http_requests_total{route="POST /v1/run",status="200"} %d+', text)
+        assert.matches('llmbox_runs_total{language="python",outcome="limit"} %d+', text)
+        assert.matches('llmbox_limits_total{limit="timeout"} %d+', text)
+        assert.matches('llmbox_run_duration_seconds_count{language="python"} %d+', text)
+        assert.matches('llmbox_warm_leases_total{result="hit"} %d+', text)
+        assert.matches("llmbox_sessions_open 0", text, 1, true)
+    end)
+
     it("logs one JSON line per request", function()
         call(d, "GET", "/healthz")
         local log = helpers.read(d.dir .. "/log")

@@ -17,6 +17,7 @@ local ctx = require "llmbox.mcp.context"
 local workers = require "llmbox.mcp.workers"
 local tmpdir = require "llmbox.mcp.tmpdir"
 local sessions = require "llmbox.serve.sessions"
+local metrics = require "llmbox.serve.metrics"
 
 local type, ipairs, pairs, next, tostring, tonumber, format = type, ipairs, pairs, next, tostring, tonumber,
     string.format
@@ -170,6 +171,25 @@ local function result_json(res)
     return json.encode(res)
 end
 
+--- count_run(lang, result, raw): a finished run (or one that could not be) in the metrics
+function _M.count_run(lang, res, raw)
+    if not res then return metrics.run(lang, raw and raw.refused and "refused" or "error") end
+    local limit = res.limit ~= json.null and res.limit or nil
+    metrics.run(lang, limit and "limit" or res.exit_code == 0 and "ok" or "failed", (res.duration_ms or 0) / 1000, limit)
+end
+
+routes["GET /metrics"] = function()
+    local gauges = {
+        { "llmbox_sessions_open", "open sessions", sessions.count() },
+        { "llmbox_runs_in_progress", "one-shot runs and checks holding a slot", S.running },
+    }
+    for lang, idle in pairs(S.warm_idle) do
+        gauges[#gauges + 1] = { "llmbox_warm_workers_idle", "warm workers waiting for a run, by language", #idle,
+            { language = lang } }
+    end
+    return 200, metrics.text(gauges), { ["Content-Type"] = "text/plain; version=0.0.4" }
+end
+
 local RUN_FIELDS = { lang = { "string" }, code = { "string", true }, args = { "strings" }, stdin = { "string" },
     timeout = { "number" }, policy = { "string" }, libraries = { "strings" } }
 
@@ -209,7 +229,9 @@ routes["POST /v1/run"] = function(req)
     local out = workers.with_slot(call, function()
         -- the warm workers hold sandboxes of the daemon's policy: another policy gets a fresh worker
         local warm = policy == S.cfg.policy and workers.warm_capable(recipe.name)
-        local w = warm and (workers.take_warm(warm) or workers.start_warm(warm))
+        local w = warm and workers.take_warm(warm)
+        if warm then metrics.warm(w ~= nil) end
+        w = w or (warm and workers.start_warm(warm))
         local oerr
         if w then
             call.worker = w
@@ -232,6 +254,7 @@ routes["POST /v1/run"] = function(req)
     else
         code, answer = 422, err_body("run_failed", tostring(err))
     end
+    _M.count_run(recipe.name, res, raw)
     if sse then
         req.conn:stream_write(format("event: %s\ndata: %s\n\n", res and "result" or "error", answer))
     end
@@ -263,7 +286,7 @@ routes["POST /v1/check"] = function(req)
 end
 
 for key, fn in pairs(sessions.routes({ err_body = err_body, fields = fields, json_body = json_body,
-    allowed_policy = allowed_policy, result_json = result_json })) do
+    allowed_policy = allowed_policy, result_json = result_json, count_run = _M.count_run })) do
     routes[key] = fn
 end
 
@@ -272,7 +295,7 @@ local PATTERNS = {}
 for key, fn in pairs(routes) do
     local m, path = key:match("^(%S+) (.+)$")
     local pat = "^" .. path:gsub("%*", "([%%w%%-]+)") .. "$"
-    PATTERNS[pat] = PATTERNS[pat] or { methods = {}, handlers = {} }
+    PATTERNS[pat] = PATTERNS[pat] or { methods = {}, handlers = {}, path = path }
     table.insert(PATTERNS[pat].methods, m)
     table.sort(PATTERNS[pat].methods)
     PATTERNS[pat].handlers[m] = fn
@@ -308,13 +331,16 @@ local function handle(req)
             status, body, headers = 401, err_body("unauthorized", "give a token this server knows: "
                 .. "Authorization: Bearer <token>"), { ["WWW-Authenticate"] = 'Bearer realm="llmbox"' }
             access_log(req, status, started)
+            metrics.request("unauthorized", status)
             return status, body, headers
         end
         extra = { tenant = req.tenant.tenant }
     end
+    local route = "unmatched"
     for pat, p in pairs(PATTERNS) do
         local id = req.path:match(pat)
         if id then
+            route = req.method .. " " .. p.path
             local fn = p.handlers[req.method]
             if fn then
                 local more
@@ -332,6 +358,7 @@ local function handle(req)
         end
     end
     if not status then status, body = 404, err_body("not_found", format("no route %s %s", req.method, req.path)) end
+    metrics.request(route, status)
     access_log(req, status, started, extra)
     return status, body, headers
 end

@@ -55,6 +55,9 @@ function _M.tick()
     end
 end
 
+--- count() -> the open sessions
+function _M.count() return count end
+
 function _M.close_all(why)
     for _, sess in pairs(sessions) do close(sess, why) end
 end
@@ -149,6 +152,7 @@ function _M.routes(api)
             req.conn.on_gone = function() sess.worker:kill("the client disconnected") end
             local res, err, raw = sess.worker:request(msg)
             req.conn.on_gone = nil
+            if msg.op == "run" then api.count_run(sess.language, res, raw) end
             return answer(api, res, err, raw)
         end)
     end

@@ -21,7 +21,7 @@ Run code that language models write, in a sandbox you control with Lua policies.
 
 Commands:
   run [-l LANG] [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [-q] [--json] [--save-plots DIR]
-      [--libraries PKG,...] (-c CODE | FILE | -) [-- ARGS...]
+      [--libraries PKG,...] [--server ADDR] (-c CODE | FILE | -) [-- ARGS...]
                      run code in a fresh sandbox; exit status is the program's
   exec [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [-q] [--json] -- CMD [ARGS...]
                      run a command in a fresh sandbox
@@ -61,6 +61,9 @@ Options:
   --remove              with --container: remove the container after the run
   --commit IMAGE        after the run, save the container as IMAGE (name:tag): its image with
                         the workspace as the run left it
+  --server ADDR         run: send the run to `llmbox serve` at unix:/path or HOST:PORT
+                        (default: $LLMBOX_SERVER; the token: $LLMBOX_TOKEN); same output
+                        and exit status
   -p, --policy POLICY   policy name (policies/NAME.lua) or path to a policy file
                         (default: $LLMBOX_POLICY or "default")
   -t, --timeout SECS    wall-clock limit in decimal seconds (5, 0.5), at most the policy's
@@ -93,7 +96,7 @@ local RUN_SPEC = {
     ["-l"] = "lang", ["--lang"] = "lang", ["-b"] = "backend", ["--backend"] = "backend",
     ["--image"] = "image", ["--pull"] = "pull", ["--dockerfile"] = "dockerfile",
     ["--keep"] = { flag = "keep" }, ["--container"] = "container", ["--remove"] = { flag = "remove" },
-    ["--commit"] = "commit",
+    ["--commit"] = "commit", ["--server"] = "server",
     ["-p"] = "policy", ["--policy"] = "policy", ["-t"] = "timeout", ["--timeout"] = "timeout",
     ["-c"] = "code", ["--code"] = "code", ["--json"] = { flag = "json" },
     ["-i"] = { flag = "stdin" }, ["--stdin"] = { flag = "stdin" },
@@ -197,6 +200,8 @@ function _M.run(argv)
         lang = r.name
     end
     local term = not opts.json and output.terminal() or nil
+    local server = opts.server or os.getenv("LLMBOX_SERVER")
+    if server and server ~= "" then return _M.run_remote(server, opts, code, lang, libraries, timeout, term) end
     local o = run_opts(opts, timeout, term)
     o.args, o.libraries = opts.rest, libraries
     o.lang, o.policy, o.backend, o.image = lang or "python", opts.policy, opts.backend, opts.image
@@ -211,6 +216,30 @@ function _M.run(argv)
             io.stdout:write(json.encode({ refused = true, error = rerr, violations = report.violations }), "\n")
         end
         return die(rerr, report and EXIT_REFUSED or EXIT_FAILURE, term)
+    end
+    return finish(r, opts, term)
+end
+
+-- `llmbox run --server ADDR`: the same run, made by a daemon (llmbox.cli.remote)
+function _M.run_remote(server, opts, code, lang, libraries, timeout, term)
+    local remote = require "llmbox.cli.remote"
+    for _, k in ipairs(remote.LOCAL_ONLY) do
+        if opts[k] ~= nil then
+            return die(format("--%s does not go with --server: the server makes the sandbox (its backend, "
+                .. "images and containers are its operator's choice)", k))
+        end
+    end
+    local body = { lang = lang or "python", code = code, args = opts.rest, timeout = timeout, policy = opts.policy,
+        libraries = libraries }
+    if opts.stdin then body.stdin = io.stdin:read("*a") or "" end
+    local r, err, kind, detail = remote.run(server, body, { token = os.getenv("LLMBOX_TOKEN"), timeout = timeout,
+        stream = term and { on_stdout = term.on_stdout, on_stderr = term.on_stderr } or nil })
+    if r and r.limit == "timeout" then r.limit_value = timeout end
+    if not r then
+        if kind == "refused" and opts.json then
+            io.stdout:write(json.encode({ refused = true, error = err, violations = detail.violations }), "\n")
+        end
+        return die(err, kind == "refused" and EXIT_REFUSED or EXIT_FAILURE, term)
     end
     return finish(r, opts, term)
 end

@@ -258,6 +258,35 @@ print(ask(b"GET /healthz HTTP/1.1\r\nHost: d\r\n\r\nGET /healthz HTTP/1.1\r\nHos
         assert.matches("llmbox_sessions_open 0", text, 1, true)
     end)
 
+    it("takes `llmbox run --server`: the same output and exit status as a local run", function()
+        local srv = "unix:" .. d.sock
+        local _
+        local status, out, err = helpers.cli({ "run", "--server", srv, "-c",
+            "import sys; print('hi', sys.argv[1:]); print('oops', file=sys.stderr); exit(3)", "--", "a" })
+        assert.equal(3, status)
+        assert.equal("hi ['a']\n", out)
+        assert.equal("oops\n", err)
+        status, out = helpers.cli({ "run", "--server", srv, "-i", "-c", "print(input())" }, { stdin = "fed\n" })
+        assert.equal(0, status)
+        assert.equal("fed\n", out)
+        status, _, err = helpers.cli({ "run", "--server", srv, "-t", "0.5", "-c", "import time; time.sleep(5)" })
+        assert.equal(124, status)
+        assert.matches("the run was stopped: wall-clock timeout (0.5 s) reached", err, 1, true)
+        status, _, err = helpers.cli({ "run", "--server", srv, "-p", "strict", "-c", "import subprocess" })
+        assert.equal(126, status)
+        assert.matches('refused by policy "strict"', err, 1, true)
+        status, out = helpers.cli({ "run", "--json", "-l", "shell", "-c", "echo json" },
+            { env = "LLMBOX_SERVER=" .. q(srv) })
+        assert.equal(0, status)
+        assert.equal("json\n", json.decode(out).stdout)
+        status, _, err = helpers.cli({ "run", "--server", srv, "-b", "docker", "-c", "print(1)" })
+        assert.equal(125, status)
+        assert.matches("--backend does not go with --server", err, 1, true)
+        status, _, err = helpers.cli({ "run", "--server", "unix:" .. d.dir .. "/none.sock", "-c", "print(1)" })
+        assert.equal(125, status)
+        assert.matches("cannot reach the llmbox server at unix:", err, 1, true)
+    end)
+
     it("logs one JSON line per request", function()
         call(d, "GET", "/healthz")
         local log = helpers.read(d.dir .. "/log")
@@ -351,6 +380,15 @@ describe("llmbox serve with a config file: tokens, tenants, TCP #unpriv", functi
         local st, text, r = as(ALICE, "POST", "/v1/run", '{"code":"print(1)"}', true)
         assert.equal(200, st, text)
         assert.equal("1\n", r.stdout)
+        -- the CLI takes its token from $LLMBOX_TOKEN
+        local out, err
+        status, out, err = helpers.cli({ "run", "--server", "127.0.0.1:" .. port, "-c", "print(7)" },
+            { env = "LLMBOX_TOKEN=" .. ALICE })
+        assert.equal(0, status, err)
+        assert.equal("7\n", out)
+        status, _, err = helpers.cli({ "run", "--server", "127.0.0.1:" .. port, "-c", "print(7)" })
+        assert.equal(125, status)
+        assert.matches("give a token this server knows", err, 1, true)
         -- the log names the tenant
         assert.matches('"tenant":"alice"', helpers.read(dir .. "/log"), 1, true)
     end)

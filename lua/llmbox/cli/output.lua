@@ -114,7 +114,10 @@ local SIZES = { memory = true, output = true, file_size = true }
 function _M.limit_message(r)
     local shown = r.limit_value
     if shown and SIZES[r.limit] then shown = util.human_size(shown) end
-    return format("the run was stopped: %s reached", format(LIMITS[r.limit] or r.limit, tostring(shown)))
+    local what = LIMITS[r.limit] or r.limit
+    -- (a server's result does not say the limit's value)
+    what = shown and format(what, tostring(shown)) or (what:gsub(" %(%%s s%)$", ""):gsub(" %(%%s%)$", ""))
+    return format("the run was stopped: %s reached", what)
 end
 
 -- Plotly's HTML loads plotly.js from its CDN (see README "Plots"). Files saved for a person may

@@ -7,8 +7,8 @@ local json = require "llmbox.json"
 local q = helpers.shell_quote
 
 -- The daemon, started in the background; its stderr (the log) goes to a file.
-local function start(dir, args)
-    local sock = dir .. "/llmbox.sock"
+local function start(dir, args, sock)
+    sock = sock or dir .. "/llmbox.sock"
     -- (strict may be picked by clients: LLMBOX_MCP_POLICIES, as for the MCP server)
     local cmd = ("LLMBOX_MCP_POLICIES=strict %s serve %s 2>%s & echo $!"):format(q(helpers.bin),
         args or ("--listen unix:" .. q(sock)), q(dir .. "/log"))
@@ -449,6 +449,10 @@ describe("llmbox serve's start and stop #unpriv", function()
         assert.matches("another server already answers there", err, 1, true)
         -- SIGTERM: it stops and removes its socket
         stop(d)
+        -- a socket's missing directory is made
+        local d2 = start(dir, "--listen unix:" .. q(dir .. "/run/llmbox/s.sock"), dir .. "/run/llmbox/s.sock")
+        assert.equal(200, (call(d2, "GET", "/healthz")))
+        stop(d2)
         assert.is_nil(io.open(d.sock))
         assert.matches("stopping", helpers.read(dir .. "/log"), 1, true)
     end)

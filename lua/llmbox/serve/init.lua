@@ -418,6 +418,12 @@ function _M.main(args)
     for n, addr in ipairs(addrs) do
         -- a socket file left by a daemon that is gone is replaced; one that answers is not
         if addr.unix then
+            -- its directory is made if missing (/run/llmbox after a boot), the owner's alone to write
+            local at = ""
+            for part in (addr.unix:match("^(.*)/[^/]+$") or ""):gmatch("[^/]+") do
+                at = at .. "/" .. part
+                if not uv.fs_stat(at) then uv.fs_mkdir(at, 493) end
+            end
             local probe = uv.new_pipe(false)
             local live = false
             probe:connect(addr.unix, function(cerr) live = not cerr; probe:close() end)

@@ -155,7 +155,7 @@ describe("llmbox serve #unpriv", function()
 
     it("holds HTTP's limits: malformed, too large, pipelined, and a client that goes away", function()
         local py = [[
-import socket, sys
+import json, socket, sys
 def ask(raw):
     s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(raw)
     data = b""
@@ -165,7 +165,9 @@ def ask(raw):
         data += d
     return data
 print(ask(b"GARBAGE\r\n\r\n").split(b"\r\n")[0].decode())
-print(ask(b"POST /v1/run HTTP/1.1\r\nHost: d\r\nContent-Length: 99999999\r\n\r\n").split(b"\r\n")[0].decode())
+r = ask(b"POST /v1/run HTTP/1.1\r\nHost: d\r\nContent-Length: 99999999\r\n\r\n")
+print(r.split(b"\r\n")[0].decode())
+print(json.loads(r.split(b"\r\n\r\n", 1)[1])["error"]["code"])
 print(ask(b"GET /healthz HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n").split(b"\r\n")[0].decode())
 print(ask(b"GET /healthz HTTP/1.1\r\nHost: d\r\n\r\nGET /healthz HTTP/1.1\r\nHost: d\r\nConnection: close\r\n\r\n").count(b"HTTP/1.1 200"))
 ]]
@@ -174,7 +176,7 @@ print(ask(b"GET /healthz HTTP/1.1\r\nHost: d\r\n\r\nGET /healthz HTTP/1.1\r\nHos
         local out = p:read("*a")
         p:close()
         os.remove(f)
-        assert.equal("HTTP/1.1 400 Bad Request\nHTTP/1.1 413 Content Too Large\n"
+        assert.equal("HTTP/1.1 400 Bad Request\nHTTP/1.1 413 Content Too Large\nbody_too_large\n"
             .. "HTTP/1.1 431 Request Header Fields Too Large\n2\n", out)
         -- a client that disconnects mid-run: its run is stopped, and the daemon says so
         os.execute(("curl -s --max-time 1 --unix-socket %s -X POST http://d/v1/run -d %s >/dev/null"):format(q(d.sock),

@@ -9,6 +9,7 @@
 --   server:close()
 local uv = require "luv"
 local core = require "llmbox.core"
+local json = require "llmbox.json"
 
 local format, concat, pairs, ipairs, tostring, tonumber = string.format, table.concat, pairs, ipairs, tostring,
     tonumber
@@ -126,9 +127,12 @@ function Conn:dispatch(req)
     return co_status(co)
 end
 
+-- The codes of what the connection itself refuses, before any route sees the request.
+local FAIL_CODES = { [400] = "bad_request", [413] = "body_too_large", [431] = "head_too_large" }
+
 function Conn:fail(status, message)
     self.keep_alive = false
-    self:write(status, format('{"error":{"code":"bad_request","message":%q}}', message))
+    self:write(status, json.encode({ error = { code = FAIL_CODES[status] or "bad_request", message = message } }))
 end
 
 function Conn:feed(data)

@@ -14,3 +14,6 @@ end
 -- specs and benchmarks quote whole commands and expected outputs on one line
 files["spec"].max_line_length = 180
 files["bench"].max_line_length = 180
+-- OpenResty code: nginx's Lua module provides the ngx global
+files["lua/resty"] = { std = "+ngx_lua" }
+files["examples/openresty"] = { std = "+ngx_lua" }

@@ -58,9 +58,11 @@ DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby pyt
 # docker.io and podman (with catatonit, the init its containers get): the engines
 # spec/02-integration/engine_spec.lua talks to (spec/run.sh starts them); curl:
 # spec/support/engines.sh asks them whether they answer; busybox-static: the image the engine
-# specs import; docker-registry: the loopback registry the image pull specs pull from.
+# specs import; docker-registry: the loopback registry the image pull specs pull from;
+# nginx-light + libnginx-mod-http-lua (+ lua-resty-core): the nginx that resty.llmbox and the
+# OpenResty gateway example are tested in (spec/14-serve/resty_spec.lua).
 DEPS_TEST  := lua-busted lua-check clang-format luarocks procps openssl curl docker.io podman catatonit docker-registry \
-              busybox-static $(DEPS_LANGS)
+              busybox-static nginx-light libnginx-mod-http-lua lua-resty-core $(DEPS_LANGS)
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test print-deps-langs soak lint format install uninstall clean paths
 
@@ -156,11 +158,14 @@ install: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER)
 	install -m 0755 $(HELPER) $(DESTDIR)$(LIBDIR)/llmbox/container-exec
 	cd lua && find llmbox -type d -exec install -d $(DESTDIR)$(LUADIR)/{} \;
 	cd lua && find llmbox -type f -exec install -m 0644 {} $(DESTDIR)$(LUADIR)/{} \;
+	install -d $(DESTDIR)$(LUADIR)/resty
+	install -m 0644 lua/resty/llmbox.lua $(DESTDIR)$(LUADIR)/resty/llmbox.lua
 	install -m 0644 policies/*.lua $(DESTDIR)$(DATADIR)/policies/
 	install -m 0644 policies/pools/*.lua $(DESTDIR)$(DATADIR)/policies/pools/
 
 uninstall:
 	rm -rf $(DESTDIR)$(BINDIR)/llmbox $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR)/llmbox $(DESTDIR)$(DATADIR)
+	rm -f $(DESTDIR)$(LUADIR)/resty/llmbox.lua
 
 clean:
 	rm -rf build

@@ -6,11 +6,12 @@ local q = helpers.shell_quote
 
 local _M = {}
 
---- start(dir [, args [, sock]]) -> { pid, sock, dir }; the daemon's stderr (its log) is dir/log
-function _M.start(dir, args, sock)
+--- start(dir [, args [, sock [, env]]]) -> { pid, sock, dir }; the daemon's stderr (its log) is
+--- dir/log; env: more environment, as shell words ("A=1 B=2")
+function _M.start(dir, args, sock, env)
     sock = sock or dir .. "/llmbox.sock"
     -- (strict may be picked by clients: LLMBOX_MCP_POLICIES, as for the MCP server)
-    local cmd = ("LLMBOX_MCP_POLICIES=strict %s serve %s 2>%s & echo $!"):format(q(helpers.bin),
+    local cmd = ("LLMBOX_MCP_POLICIES=strict %s %s serve %s 2>%s & echo $!"):format(env or "", q(helpers.bin),
         args or ("--listen unix:" .. q(sock)), q(dir .. "/log"))
     local p = io.popen(cmd)
     local pid = tonumber(p:read("*l"))

@@ -212,7 +212,7 @@ function _M.start_warm(lang)
     local w = _M.spawn()
     if not w then return nil end
     S.warm_count[lang] = (S.warm_count[lang] or 0) + 1
-    w.warm_lang = lang
+    w.warm_lang, w.warm_gen = lang, S.warm_gen
     w.on_exit = function() S.warm_count[lang] = S.warm_count[lang] - 1 end
     local res, err = w:request({ op = "open", lang = lang, policy = S.cfg.policy, memory = S.cfg.memory,
         cpus = S.cfg.cpus, backend = S.cfg.backend, pool = true })
@@ -225,13 +225,25 @@ function _M.start_warm(lang)
 end
 
 function _M.give_back(w)
-    if w.alive and not S.closing then
+    if w.alive and not S.closing and w.warm_gen == S.warm_gen then
         local idle = S.warm_idle[w.warm_lang] or {}
         S.warm_idle[w.warm_lang] = idle
         idle[#idle + 1] = w
     else
         w:close()
     end
+end
+
+--- drain_warm(): closes the idle warm workers (their sandboxes were made under policies a
+--- reload replaced) and starts a fresh one
+function _M.drain_warm()
+    for _, idle in pairs(S.warm_idle) do
+        for _, w in ipairs(idle) do w:close() end
+    end
+    S.warm_idle = {}
+    -- (and those in use now are closed when they come back)
+    S.warm_gen = (S.warm_gen or 0) + 1
+    _M.prewarm()
 end
 
 --- prewarm(): starts one warm Python worker ahead of the first call

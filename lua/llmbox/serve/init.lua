@@ -368,7 +368,44 @@ local function usage_error(msg)
     return 125
 end
 
---- main(args) -> exit status: serves until SIGTERM or SIGINT
+-- The configuration file's settings (the defaults without one) -> conf | nil, err
+local function load_conf(config_file)
+    if not config_file then
+        return { listen = {}, tokens = {}, limits = { max_body = http.LIMITS.max_body,
+            max_head = http.LIMITS.max_head, idle = http.LIMITS.idle_ms / 1000 } }
+    end
+    return require("llmbox.serve.config").load(config_file)
+end
+
+-- Takes the policies' snapshot number gen and checks, from it, the config file and every policy
+-- a client may pick (and what more `accept(conf)` asks). -> conf, snapshot dir | nil, err
+local function load_all(config_file, gen, accept)
+    local conf
+    local root, err = require("llmbox.serve.snapshot").take(S.tmpdir, gen, function()
+        local c, cerr = load_conf(config_file)
+        if not c then return nil, cerr end
+        local policy = require "llmbox.policy"
+        for _, name in ipairs(S.cfg.policies) do
+            local p, perr = policy.load(name)
+            if not p then return nil, format("policy %q: %s", name, tostring(perr)) end
+        end
+        if accept then
+            local ok, aerr = accept(c)
+            if not ok then return nil, aerr end
+        end
+        conf = c
+        return true
+    end)
+    if not root then return nil, err end
+    return conf, root
+end
+
+local function limits_of(conf)
+    return { max_body = conf.limits.max_body, max_head = conf.limits.max_head,
+        idle_ms = math.floor(conf.limits.idle * 1000) }
+end
+
+--- main(args) -> exit status: serves until SIGTERM or SIGINT; SIGHUP reloads
 function _M.main(args)
     local listens, config_file = {}, nil
     local i = 1
@@ -385,20 +422,21 @@ function _M.main(args)
                 a))
         end
     end
-    local conf = { listen = {}, tokens = {}, limits = { max_body = http.LIMITS.max_body,
-        max_head = http.LIMITS.max_head, idle = http.LIMITS.idle_ms / 1000 } }
-    if config_file then
-        local c, cerr = require("llmbox.serve.config").load(config_file)
-        if not c then return usage_error("serve: " .. cerr) end
-        conf = c
+    if not workers.setup(log) then return 125 end
+    local gen = 1
+    local conf, snap = load_all(config_file, gen)
+    if not conf then
+        tmpdir.remove(S.tmpdir)
+        return usage_error("serve: " .. snap)
     end
     SERVE.tokens = next(conf.tokens) and conf.tokens or nil
-    local limits = { max_body = conf.limits.max_body, max_head = conf.limits.max_head,
-        idle_ms = math.floor(conf.limits.idle * 1000) }
-    if #listens == 0 then listens = conf.listen end
+    local limits = limits_of(conf)
+    local from_cli = #listens > 0
+    if not from_cli then listens = conf.listen end
     if #listens == 0 then
         local default = _M.default_listen()
         if not default then
+            tmpdir.remove(S.tmpdir)
             return usage_error("serve: $XDG_RUNTIME_DIR is not set, so there is no default socket: give --listen "
                 .. "unix:/path")
         end
@@ -407,10 +445,12 @@ function _M.main(args)
     local addrs = {}
     for n, l in ipairs(listens) do
         local addr, err = _M.parse_listen(l, SERVE.tokens ~= nil)
-        if not addr then return usage_error(err) end
+        if not addr then
+            tmpdir.remove(S.tmpdir)
+            return usage_error(err)
+        end
         addrs[n] = addr
     end
-    if not workers.setup(log) then return 125 end
     local servers = {}
     local function stop_all()
         for _, s in ipairs(servers) do s.close() end
@@ -452,6 +492,38 @@ function _M.main(args)
         sessions.close_all("the server is stopping")
         workers.stop(function() uv.stop() end)
     end
+    -- SIGHUP: the config file and the policies again; what does not load leaves the running ones
+    local function reload()
+        if S.closing then return end
+        local new, root = load_all(config_file, gen + 1, function(c)
+            for _, addr in ipairs(addrs) do
+                if not addr.unix and not next(c.tokens) then
+                    return nil, format("%s: the TCP listeners need tokens, and it has none", config_file)
+                end
+            end
+            return true
+        end)
+        if not new then
+            metrics.reload(false)
+            return log("reload refused, the running configuration and policies stay: %s", root)
+        end
+        gen = gen + 1
+        require("llmbox.util").remove_tree(snap)
+        snap = root
+        -- tokens and limits apply to the next request; a tenant's open sessions stay its own
+        SERVE.tokens = next(new.tokens) and new.tokens or nil
+        for k, v in pairs(limits_of(new)) do limits[k] = v end
+        if not from_cli and table.concat(new.listen, " ") ~= table.concat(listens, " ") then
+            log("reload: listeners change only with a restart (still %s)", table.concat(listens, ", "))
+        end
+        -- idle warm workers hold sandboxes of the old policies; runs in progress finish under them
+        workers.drain_warm()
+        metrics.reload(true)
+        log("reloaded%s and the policies (snapshot %d)", config_file and (" " .. config_file) or "", gen)
+    end
+    local hup = uv.new_signal()
+    hup:start("sighup", function() log("sighup, reloading"); reload() end)
+    hup:unref()
     local tick = uv.new_timer()
     tick:start(1000, 1000, sessions.tick)
     tick:unref()

@@ -6,6 +6,7 @@
 --                                               llmbox_run_duration_seconds{language} (histogram),
 --                                               llmbox_limits_total{limit}
 --   metrics.warm(hit)                           llmbox_warm_leases_total{result="hit"|"miss"}
+--   metrics.reload(ok)                          llmbox_reloads_total{result="ok"|"refused"}
 --   metrics.text(gauges) -> the exposition, with the gauges given now (open sessions, ...)
 local format, concat, pairs, ipairs, tostring = string.format, table.concat, pairs, ipairs, tostring
 
@@ -21,6 +22,7 @@ local HELP = {
     llmbox_runs_total = "runs finished, by language and outcome (ok, failed, limit, refused, error)",
     llmbox_limits_total = "runs stopped or marked by a limit, by the limit that fired",
     llmbox_warm_leases_total = "one-shot runs that found a warm worker (hit) or started one (miss)",
+    llmbox_reloads_total = "reloads on SIGHUP, taken (ok) or refused (the running configuration stayed)",
 }
 
 local function escape(v)
@@ -66,6 +68,10 @@ end
 
 function _M.warm(hit)
     inc("llmbox_warm_leases_total", { result = hit and "hit" or "miss" })
+end
+
+function _M.reload(ok)
+    inc("llmbox_reloads_total", { result = ok and "ok" or "refused" })
 end
 
 --- metrics.text(gauges) -> text; gauges: { { name, help, value [, labels] }, ... }

@@ -1,0 +1,103 @@
+-- `llmbox serve` on SIGHUP: the config file and the policies are loaded again; what does not
+-- load is refused with the file and the key named, and the running ones stay. Between reloads,
+-- the daemon runs the policies as they were (an edit takes effect at the next SIGHUP).
+local helpers = require "spec.helpers"
+local json = require "llmbox.json"
+local serve = require "spec.support.serve"
+
+local q = helpers.shell_quote
+
+describe("llmbox serve reloads on SIGHUP #unpriv", function()
+    local d, dir, conf, mine
+    local ALICE, BOB = string.rep("a3", 16), string.rep("b4", 16)
+
+    local function as(token, method, path, body)
+        local out = helpers.tmpname()
+        local cmd = ("curl -s --max-time 30 -o %s -w '%%{http_code}' --unix-socket %s -X %s "
+            .. "-H 'Authorization: Bearer %s' 'http://d%s'"):format(q(out), q(d.sock), method, token, path)
+        if body then cmd = cmd .. " --data-binary @" .. q(helpers.write(helpers.tmpname(), body)) end
+        local p = io.popen(cmd)
+        local status = tonumber(p:read("*a"))
+        p:close()
+        local text = helpers.read(out) or ""
+        os.remove(out)
+        local ok, doc = pcall(json.decode, text)
+        return status, text, ok and doc or nil
+    end
+
+    local function write_conf(tokens, extra)
+        local lines = {}
+        for token, tenant in pairs(tokens) do
+            lines[#lines + 1] = ('["%s"] = { tenant = "%s", policies = { "mine" } },'):format(token, tenant)
+        end
+        helpers.write(conf, ("return { listen = { 'unix:%s/llmbox.sock' }, tokens = { %s }, %s }"):format(dir,
+            table.concat(lines, " "), extra or ""))
+    end
+
+    -- SIGHUP, then the log's answer to it (a reload is logged as taken or refused)
+    local function hup()
+        local before = #(helpers.read(dir .. "/log") or "")
+        os.execute("kill -HUP " .. d.pid)
+        for _ = 1, 200 do
+            local tail = (helpers.read(dir .. "/log") or ""):sub(before + 1)
+            local line = tail:match("llmbox serve: reloaded[^\n]*") or tail:match("llmbox serve: reload refused[^\n]*")
+            if line then return line end
+            os.execute("sleep 0.05")
+        end
+        error("no reload in the log: " .. tostring(helpers.read(dir .. "/log")))
+    end
+
+    setup(function()
+        dir = helpers.tmpdir()
+        conf = dir .. "/serve.lua"
+        assert(os.execute("mkdir -p " .. q(dir .. "/pol")) == 0)
+        -- sockets are medium findings: refused by this threshold
+        mine = helpers.write(dir .. "/pol/mine.lua", 'return { extends = "default", checks = { threshold = "medium" } }')
+        write_conf({ [ALICE] = "alice" })
+        d = serve.start(dir, "--config " .. q(conf), nil, "LLMBOX_POLICY_PATH=" .. q(dir .. "/pol"))
+    end)
+    teardown(function()
+        if d then serve.stop(d) end
+    end)
+
+    it("takes new tokens, and refuses a config that does not validate, keeping the running one", function()
+        assert.equal(401, (as(BOB, "GET", "/v1/policies")))
+        write_conf({ [ALICE] = "alice", [BOB] = "bob" })
+        assert.matches("reloaded " .. conf, hup(), 1, true)
+        assert.equal(200, (as(BOB, "GET", "/v1/policies")))
+        -- a wrong key: refused, named, and bob's token still works
+        write_conf({ [ALICE] = "alice" }, "limitz = {}")
+        local line = hup()
+        assert.matches("reload refused", line, 1, true)
+        assert.matches(conf, line, 1, true)
+        assert.matches("limitz", line, 1, true)
+        assert.equal(200, (as(BOB, "GET", "/v1/policies")))
+        local _, text = as(ALICE, "GET", "/metrics")
+        assert.matches('llmbox_reloads_total{result="refused"} 1', text, 1, true)
+        assert.matches('llmbox_reloads_total{result="ok"} 1', text, 1, true)
+    end)
+
+    it("runs the policies as of the last reload: an edit waits for SIGHUP, a broken one is refused", function()
+        write_conf({ [ALICE] = "alice" })
+        local code = json.encode({ code = "import socket; print('ran')" })
+        local status, text = as(ALICE, "POST", "/v1/run", code)
+        assert.equal(422, status, text)
+        -- the edit that allows sockets is not taken yet
+        helpers.write(mine, 'return { extends = "default", checks = { threshold = "high" } }')
+        status = as(ALICE, "POST", "/v1/run", code)
+        assert.equal(422, status)
+        assert.matches("reloaded", hup(), 1, true)
+        local r
+        status, text, r = as(ALICE, "POST", "/v1/run", code)
+        assert.equal(200, status, text)
+        assert.equal("ran\n", r.stdout)
+        -- a policy that no longer loads: the reload is refused, and the last good one runs on
+        helpers.write(mine, 'return { extends = "default", checks = { threshold = "loud" } }')
+        local line = hup()
+        assert.matches("reload refused", line, 1, true)
+        assert.matches("mine", line, 1, true)
+        status, text, r = as(ALICE, "POST", "/v1/run", code)
+        assert.equal(200, status, text)
+        assert.equal("ran\n", r.stdout)
+    end)
+end)

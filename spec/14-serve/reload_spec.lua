@@ -101,3 +101,78 @@ describe("llmbox serve reloads on SIGHUP #unpriv", function()
         assert.equal("ran\n", r.stdout)
     end)
 end)
+
+describe("llmbox serve's pools and run limit from the config file #unpriv", function()
+    local d, dir
+
+    local function metrics()
+        local p = io.popen(("curl -s --max-time 10 --unix-socket %s http://d/metrics"):format(q(d.sock)))
+        local text = p:read("*a")
+        p:close()
+        return text
+    end
+
+    local function idle_warm()
+        return tonumber(metrics():match('llmbox_warm_workers_idle{language="python"} (%d+)')) or 0
+    end
+
+    setup(function()
+        dir = helpers.tmpdir()
+        local conf = helpers.write(dir .. "/serve.lua", ("return { listen = { 'unix:%s/llmbox.sock' }, "
+            .. "pools = { py = 3 }, limits = { max_runs = 2 } }"):format(dir))
+        d = serve.start(dir, "--config " .. q(conf))
+    end)
+    teardown(function()
+        if d then serve.stop(d) end
+    end)
+
+    it("keeps the pool's warm workers ready, and refills it off the request path", function()
+        for _ = 1, 200 do
+            if idle_warm() == 3 then break end
+            os.execute("sleep 0.05")
+        end
+        assert.equal(3, idle_warm())
+        -- a run takes one, and the pool is back to 3 without another request
+        local p = io.popen(("curl -s --max-time 30 --unix-socket %s http://d/v1/run -d '{\"code\":\"print(5)\"}'"):format(
+            q(d.sock)))
+        local r = json.decode(p:read("*a"))
+        p:close()
+        assert.equal("5\n", r.stdout)
+        for _ = 1, 200 do
+            if idle_warm() == 3 then break end
+            os.execute("sleep 0.05")
+        end
+        assert.equal(3, idle_warm())
+        assert.matches('llmbox_warm_leases_total{result="hit"} 1', metrics(), 1, true)
+    end)
+
+    it("runs at most limits.max_runs at once; the others wait for a slot", function()
+        local outs = {}
+        for i = 1, 3 do
+            outs[i] = dir .. "/slow" .. i
+            os.execute(("curl -s --max-time 30 -o %s --unix-socket %s http://d/v1/run "
+                .. "-d '{\"code\":\"import time; time.sleep(1.5); print(1)\"}' &"):format(q(outs[i]), q(d.sock)))
+        end
+        local most = 0
+        for _ = 1, 20 do
+            local n = tonumber(metrics():match("llmbox_runs_in_progress (%d+)")) or 0
+            most = math.max(most, n)
+            os.execute("sleep 0.05")
+        end
+        assert.equal(2, most)
+        for i = 1, 3 do
+            for _ = 1, 200 do
+                if helpers.read(outs[i]) then break end
+                os.execute("sleep 0.05")
+            end
+            assert.equal("1\n", json.decode(assert(helpers.read(outs[i]))).stdout)
+        end
+    end)
+
+    it("refuses a pool for a language without warm workers, naming it", function()
+        local conf = helpers.write(dir .. "/bad.lua", "return { pools = { java = 2 } }")
+        local status, _, err = helpers.cli({ "serve", "--config", conf, "--listen", "unix:" .. dir .. "/b.sock" })
+        assert.equal(125, status)
+        assert.matches("pools: \"java\" has no warm workers", err, 1, true)
+    end)
+end)

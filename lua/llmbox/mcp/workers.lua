@@ -207,8 +207,14 @@ function _M.take_warm(lang)
     end
 end
 
+--- warm_target(lang) -> how many warm workers a language keeps (LLMBOX_MCP_WARM, or the
+--- daemon's pools)
+function _M.warm_target(lang)
+    return S.cfg.warm_by_lang and S.cfg.warm_by_lang[lang] or S.cfg.warm
+end
+
 function _M.start_warm(lang)
-    if S.cfg.warm <= 0 or (S.warm_count[lang] or 0) >= S.cfg.warm then return nil end
+    if _M.warm_target(lang) <= 0 or (S.warm_count[lang] or 0) >= _M.warm_target(lang) then return nil end
     local w = _M.spawn()
     if not w then return nil end
     S.warm_count[lang] = (S.warm_count[lang] or 0) + 1
@@ -244,6 +250,22 @@ function _M.drain_warm()
     -- (and those in use now are closed when they come back)
     S.warm_gen = (S.warm_gen or 0) + 1
     _M.prewarm()
+end
+
+--- refill(lang): starts warm workers up to the language's target, off the caller's path (each
+--- in a coroutine of its own; the loop goes on)
+function _M.refill(lang)
+    while not S.closing and (S.warm_count[lang] or 0) < _M.warm_target(lang) do
+        local before = S.warm_count[lang] or 0
+        local co = coroutine.create(function()
+            local w = _M.start_warm(lang)
+            if w then _M.give_back(w) end
+        end)
+        local ok, err = coroutine.resume(co)
+        if not ok then log("starting a warm %s worker failed: %s", lang, tostring(err)) end
+        -- (a worker that could not even be spawned leaves the count as it was: stop here)
+        if (S.warm_count[lang] or 0) <= before then return end
+    end
 end
 
 --- prewarm(): starts one warm Python worker ahead of the first call

@@ -8,7 +8,8 @@
 --       ["a-long-random-token"] = { tenant = "alice", policies = { "default", "strict" },
 --                                   default_policy = "default" },
 --     },
---     limits = { max_body = "16M", max_head = "64K", idle = "30s" },
+--     limits = { max_body = "16M", max_head = "64K", idle = "30s", max_runs = 8 },
+--     pools = { python = 4 },
 --   }
 --
 -- With tokens, every request but GET /healthz carries `Authorization: Bearer <token>`; a TCP
@@ -48,8 +49,12 @@ local SPEC = {
                 max_body = { type = "size", default = 16 * 1024 * 1024, min = 1024 },
                 max_head = { type = "size", default = 64 * 1024, min = 1024, max = 16 * 1024 * 1024 },
                 idle = { type = "duration", default = 30 },
+                -- runs (one-shot and session calls) at once; more wait for a slot
+                max_runs = { type = "integer", min = 1, max = 1024 },
             },
         },
+        -- warm workers kept ready per language (the fast path), refilled off the request path
+        pools = { type = "map", key = { type = "string" }, of = { type = "integer", min = 0, max = 64 }, default = {} },
     },
 }
 
@@ -75,6 +80,12 @@ function _M.check(t, where)
         for _, name in ipairs(entry.policies) do listed = listed or name == entry.default_policy end
         if not listed then
             return nil, format("%s: %s: default_policy %q is not one of its policies", where, who, entry.default_policy)
+        end
+    end
+    for lang in pairs(cfg.pools) do
+        local r = require("llmbox.recipes").get(lang)
+        if not (r and r.warm) then
+            return nil, format("%s: pools: %q has no warm workers (languages with them: python)", where, tostring(lang))
         end
     end
     return cfg

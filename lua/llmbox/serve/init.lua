@@ -230,7 +230,11 @@ routes["POST /v1/run"] = function(req)
         -- the warm workers hold sandboxes of the daemon's policy: another policy gets a fresh worker
         local warm = policy == S.cfg.policy and workers.warm_capable(recipe.name)
         local w = warm and workers.take_warm(warm)
-        if warm then metrics.warm(w ~= nil) end
+        if warm then
+            metrics.warm(w ~= nil)
+            -- the next one gets ready while this one runs
+            if w then workers.refill(warm) end
+        end
         w = w or (warm and workers.start_warm(warm))
         local oerr
         if w then
@@ -400,6 +404,17 @@ local function load_all(config_file, gen, accept)
     return conf, root
 end
 
+-- The config's pools and run limit onto the workers' settings (the environment's where it says nothing).
+local ENV_RUNS
+local function apply_workers(conf)
+    ENV_RUNS = ENV_RUNS or S.cfg.max_runs
+    S.cfg.max_runs = conf.limits.max_runs or ENV_RUNS
+    local by_lang = {}
+    for lang, n in pairs(conf.pools) do by_lang[require("llmbox.recipes").get(lang).name] = n end
+    S.cfg.warm_by_lang = by_lang
+    for lang in pairs(by_lang) do workers.refill(lang) end
+end
+
 local function limits_of(conf)
     return { max_body = conf.limits.max_body, max_head = conf.limits.max_head,
         idle_ms = math.floor(conf.limits.idle * 1000) }
@@ -513,6 +528,7 @@ function _M.main(args)
         -- tokens and limits apply to the next request; a tenant's open sessions stay its own
         SERVE.tokens = next(new.tokens) and new.tokens or nil
         for k, v in pairs(limits_of(new)) do limits[k] = v end
+        apply_workers(new)
         if not from_cli and table.concat(new.listen, " ") ~= table.concat(listens, " ") then
             log("reload: listeners change only with a restart (still %s)", table.concat(listens, ", "))
         end
@@ -527,6 +543,8 @@ function _M.main(args)
     local tick = uv.new_timer()
     tick:start(1000, 1000, sessions.tick)
     tick:unref()
+    -- (after the listeners: their probes run the loop, which would wait for the workers)
+    apply_workers(conf)
     workers.run_loop(shutdown, log)
     tmpdir.remove(S.tmpdir)
     return 0

@@ -375,7 +375,7 @@ end
 -- The configuration file's settings (the defaults without one) -> conf | nil, err
 local function load_conf(config_file)
     if not config_file then
-        return { listen = {}, tokens = {}, limits = { max_body = http.LIMITS.max_body,
+        return { listen = {}, tokens = {}, pools = {}, limits = { max_body = http.LIMITS.max_body,
             max_head = http.LIMITS.max_head, idle = http.LIMITS.idle_ms / 1000 } }
     end
     return require("llmbox.serve.config").load(config_file)

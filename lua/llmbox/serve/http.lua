@@ -11,8 +11,8 @@ local uv = require "luv"
 local core = require "llmbox.core"
 local json = require "llmbox.json"
 
-local format, concat, pairs, ipairs, tostring, tonumber = string.format, table.concat, pairs, ipairs, tostring,
-    tonumber
+local format, concat, pairs, ipairs, tostring, tonumber, next = string.format, table.concat, pairs, ipairs, tostring,
+    tonumber, next
 local co_create, co_resume, co_status = coroutine.create, coroutine.resume, coroutine.status
 
 local _M = { _VERSION = "0.1.0" }
@@ -232,9 +232,17 @@ function _M.listen(addr, handler, limits, log_error)
         return nil, tostring(err)
     end
     server.handle = handle
+    --- server.close(): no more connections; idle ones close now, those whose request is being
+    --- handled after their answer
     function server.close()
         if not handle:is_closing() then handle:close() end
-        for c in pairs(server.conns) do c:close() end
+        for c in pairs(server.conns) do
+            if c.busy then c.keep_alive = false else c:close() end
+        end
+    end
+    --- server.drained() -> true when every connection is closed
+    function server.drained()
+        return next(server.conns) == nil
     end
     return server
 end

@@ -255,6 +255,8 @@ routes["POST /v1/run"] = function(req)
         code, answer, extra = 200, result_json(res), { limit = res.limit ~= json.null and res.limit or nil }
     elseif raw and raw.refused then
         code, answer = 422, err_body("refused", tostring(err), { violations = raw.violations })
+    elseif S.closing then
+        code, answer = 503, err_body("shutting_down", "the server is stopping: the run was stopped after its grace")
     else
         code, answer = 422, err_body("run_failed", tostring(err))
     end
@@ -505,7 +507,19 @@ function _M.main(args)
             if addr.unix then os.remove(addr.unix) end
         end
         sessions.close_all("the server is stopping")
-        workers.stop(function() uv.stop() end)
+        workers.stop(function()
+            -- the answers of runs that finished, or were stopped, go out before the loop ends
+            local waited, t = 0, uv.new_timer()
+            t:start(0, 20, function()
+                waited = waited + 20
+                local drained = true
+                for _, srv in ipairs(servers) do drained = drained and srv.drained() end
+                if drained or waited >= 2000 then
+                    t:close()
+                    uv.stop()
+                end
+            end)
+        end)
     end
     -- SIGHUP: the config file and the policies again; what does not load leaves the running ones
     local function reload()

@@ -1,4 +1,4 @@
--- `llmbox serve` on SIGHUP: the config file and the policies are loaded again; what does not
+-- `llmbox serve` and signals. On SIGHUP, the config file and the policies are loaded again; what does not
 -- load is refused with the file and the key named, and the running ones stay. Between reloads,
 -- the daemon runs the policies as they were (an edit takes effect at the next SIGHUP).
 local helpers = require "spec.helpers"
@@ -174,5 +174,46 @@ describe("llmbox serve's pools and run limit from the config file #unpriv", func
         local status, _, err = helpers.cli({ "serve", "--config", conf, "--listen", "unix:" .. dir .. "/b.sock" })
         assert.equal(125, status)
         assert.matches("pools: \"java\" has no warm workers", err, 1, true)
+    end)
+end)
+
+describe("llmbox serve on SIGTERM #unpriv", function()
+    it("stops accepting, lets a short run finish, stops a long one after the grace, and leaves nothing", function()
+        local dir = helpers.tmpdir()
+        local d = serve.start(dir)
+        local short, long = dir .. "/short", dir .. "/long"
+        for _, job in ipairs({ { short, 1 }, { long, 60 } }) do
+            os.execute(("curl -s --max-time 60 -o %s -w '%%{http_code}' --unix-socket %s http://d/v1/run "
+                .. "-d '{\"code\":\"import time; time.sleep(%d); print(1)\"}' > %s.status &"):format(q(job[1]), q(d.sock),
+                job[2], q(job[1])))
+        end
+        -- both runs are in their sandboxes: the workers' processes are the daemon's descendants
+        local kids
+        for _ = 1, 100 do
+            local p = io.popen("pgrep -P " .. d.pid)
+            kids = {}
+            for pid in p:read("*a"):gmatch("%d+") do kids[#kids + 1] = pid end
+            p:close()
+            if #kids >= 2 then break end
+            os.execute("sleep 0.05")
+        end
+        os.execute("sleep 0.3")
+        os.execute("kill -TERM " .. d.pid)
+        local gone
+        for _ = 1, 200 do
+            if os.execute("kill -0 " .. d.pid .. " 2>/dev/null") ~= 0 then gone = true break end
+            os.execute("sleep 0.05")
+        end
+        assert.is_true(gone, "the daemon did not stop within 10 s")
+        -- the socket file is removed: nobody can connect any more
+        assert.is_nil(helpers.read(d.sock))
+        os.execute("sleep 0.2")
+        assert.equal("200", helpers.read(short .. ".status"))
+        assert.equal("1\n", json.decode(helpers.read(short)).stdout)
+        assert.equal("503", helpers.read(long .. ".status"))
+        assert.equal("shutting_down", json.decode(helpers.read(long)).error.code)
+        for _, pid in ipairs(kids) do
+            assert.are_not.equal(0, os.execute("kill -0 " .. pid .. " 2>/dev/null"), "worker " .. pid .. " is still alive")
+        end
     end)
 end)

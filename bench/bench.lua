@@ -285,6 +285,9 @@ do
     s:close()
 end
 
+-- what the daemon's load rows found (goals below)
+local SERVE = {}
+
 -- the daemon (issue 14): POST /v1/run of print(1) over its unix socket, a warm worker answering;
 -- a connection per request (libcurl's, through llmbox.http), as a one-off client makes; back to
 -- back requests are slower (the refill competes for the 2 cores): the daemon's rows of issue 14
@@ -324,6 +327,43 @@ do
                 record(r, ms, ok, why)
             end
         end
+        -- the CLI through the daemon: a process per run, as `llmbox run` is used
+        local rc = row("serve_cli", "llmbox run --server unix:SOCK -c 'print(1)'",
+            { section = "session", short = "daemon: llmbox run --server" })
+        for i = 1, N.warmup + N.session do
+            quiesce()
+            B.sleep_ms(150)
+            if i > N.warmup then
+                time_process(rc, { LLMBOX_BIN, "run", "--server", "unix:" .. sock, "-c", "print(1)" })
+            else
+                B.time_cmd({ LLMBOX_BIN, "run", "--server", "unix:" .. sock, "-c", "print(1)" })
+            end
+        end
+        -- many clients at once, then the daemon's memory across many requests (bench/load.py:
+        -- keep-alive connections, one run after another)
+        local function load(clients, mode, amount)
+            local text = B.capture(fmt("%s %s/load.py '%s' %d %s %d", PY, ROOT .. "/bench", sock, clients, mode, amount))
+            local ok, doc = pcall(json.decode, text or "")
+            return ok and doc or { errors = -1, first_error = "bench/load.py: " .. tostring(text) }
+        end
+        local function rss_kib()
+            local st = B.capture("grep VmRSS /proc/" .. d.pid .. "/status")
+            return tonumber((st or ""):match("(%d+)"))
+        end
+        local secs = QUICK and 10 or 60
+        log("bench: the daemon: 64 clients for %d s", secs)
+        SERVE.load = load(64, "--seconds", secs)
+        SERVE.load.seconds_asked = secs
+        local total = QUICK and 2000 or 10000
+        log("bench: the daemon's memory across %d requests", total)
+        SERVE.rss = { rss_kib() }
+        SERVE.mem = load(8, "--requests", total / 2)
+        SERVE.rss[2] = rss_kib()
+        local second = load(8, "--requests", total / 2)
+        SERVE.rss[3] = rss_kib()
+        SERVE.mem.requests = SERVE.mem.requests + second.requests
+        SERVE.mem.errors = SERVE.mem.errors + second.errors
+        SERVE.mem.first_error = SERVE.mem.first_error or second.first_error
     end
     os.execute("kill -TERM " .. d.pid)
     B.wait(d)
@@ -587,6 +627,28 @@ do
         goal("daemon: POST /v1/run print(1) over the unix socket, warm", "<= 3 ms",
             sr.median and fmt("%.2f ms [%.2f, %.2f]", sr.median, sr.lo, sr.hi) or "n/a",
             sr.median ~= nil and sr.median <= 3, sr.label)
+    end
+    local sc = by_id.serve_cli
+    if sc then
+        goal("daemon: llmbox run --server, end to end", "<= 12 ms",
+            sc.median and fmt("%.1f ms [%.1f, %.1f]", sc.median, sc.lo, sc.hi) or "n/a",
+            sc.median ~= nil and sc.median <= 12, sc.label .. (by_id.cli and by_id.cli.median
+                and fmt("; the local CLI run: %.1f ms", by_id.cli.median) or ""))
+    end
+    local L = SERVE.load
+    if L then
+        goal(fmt("daemon: 64 concurrent clients for %d s", L.seconds_asked), "no error; p99 reported",
+            L.errors == 0 and fmt("%d runs, 0 errors, p50 %.0f ms, p99 %.0f ms, %.0f runs/s", L.requests, L.p50 or 0,
+                L.p99 or 0, L.rps or 0) or fmt("%s errors: %s", tostring(L.errors), tostring(L.first_error)),
+            L.errors == 0 and (L.requests or 0) > 0,
+            "POST /v1/run print(1), keep-alive connections over the unix socket; runs beyond the slots wait")
+    end
+    local M = SERVE.mem
+    if M and SERVE.rss[1] and SERVE.rss[3] then
+        local growth = SERVE.rss[3] - SERVE.rss[2]
+        goal(fmt("daemon: memory flat across %d requests", M.requests), "second half grows <= 1 MiB",
+            fmt("RSS %.1f -> %.1f -> %.1f MiB", SERVE.rss[1] / 1024, SERVE.rss[2] / 1024, SERVE.rss[3] / 1024),
+            M.errors == 0 and growth <= 1024, fmt("%d errors; RSS before, after the first half, after the second", M.errors))
     end
     -- the docker and podman backends' (issue 13)
     for _, eng in ipairs(ENGINES) do

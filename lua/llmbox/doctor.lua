@@ -223,7 +223,28 @@ function _M.report()
             backends[#backends + 1] = { name = b.name, source = "fact", ok = false, detail = b.why }
         end
     end
-    return { checks = checks, jail = jail, limits = limits, backends = backends, ok = native_ok and limits_ok }
+    return { checks = checks, jail = jail, limits = limits, backends = backends, daemon = _M.daemon(),
+        ok = native_ok and limits_ok }
+end
+
+--- daemon() -> { address, ok, detail }: does a `llmbox serve` answer where `llmbox run --server`
+--- would look ($LLMBOX_SERVER, else the default socket)? Information, never a failure.
+function _M.daemon()
+    local addr = os.getenv("LLMBOX_SERVER")
+    if not addr or addr == "" then addr = require("llmbox.serve").default_listen() end
+    if not addr then
+        return { ok = false, detail = "no address to try: $LLMBOX_SERVER and $XDG_RUNTIME_DIR are unset" }
+    end
+    local t, terr = require("llmbox.cli.remote").target(addr)
+    if not t then return { address = addr, ok = false, detail = terr } end
+    local res, err = require("llmbox.http").request({ url = t.base .. "/healthz", unix_socket = t.unix_socket,
+        timeout_ms = 1000 })
+    local doc = res and res.status == 200 and select(2, pcall(cjson.decode, res.body))
+    if type(doc) == "table" and doc.status == "ok" then
+        return { address = addr, ok = true, detail = format("llmbox serve %s answers at %s", tostring(doc.version), addr) }
+    end
+    return { address = addr, ok = false, detail = format("no llmbox serve answers at %s (%s); `llmbox serve` starts "
+        .. "one (README: The daemon)", addr, res and ("HTTP " .. res.status) or tostring(err)) }
 end
 
 local MARK = { [true] = " ok ", [false] = "FAIL" }
@@ -234,7 +255,7 @@ function _M.main(args)
         local limits = {}
         for _, l in ipairs(r.limits) do limits[l.name] = l end
         io.stdout:write(cjson.encode({ checks = r.checks, jail = r.jail, limits = limits, backends = r.backends,
-            ok = r.ok }), "\n")
+            daemon = r.daemon, ok = r.ok }), "\n")
         return r.ok and 0 or 1
     end
     local w = function(...) io.stdout:write(format(...)) end
@@ -261,6 +282,8 @@ function _M.main(args)
     for _, b in ipairs(r.backends) do
         w("  [%s] %-11s %s\n", b.ok and " ok " or " -- ", b.name, b.detail)
     end
+    w("\nDaemon (where `llmbox run --server` and resty.llmbox look by default):\n  [%s] %-11s %s\n",
+        r.daemon.ok and " ok " or " -- ", "serve", r.daemon.detail)
     w("\n%s", r.ok and "The native sandbox works on this host.\n"
         or "The native sandbox cannot run on this host, or does not enforce a limit: fix the FAIL lines above.\n")
     return r.ok and 0 or 1

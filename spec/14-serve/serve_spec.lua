@@ -3,35 +3,11 @@
 -- in real sandboxes through the daemon's workers.
 local helpers = require "spec.helpers"
 local json = require "llmbox.json"
+local serve = require "spec.support.serve"
 
 local q = helpers.shell_quote
 
--- The daemon, started in the background; its stderr (the log) goes to a file.
-local function start(dir, args, sock)
-    sock = sock or dir .. "/llmbox.sock"
-    -- (strict may be picked by clients: LLMBOX_MCP_POLICIES, as for the MCP server)
-    local cmd = ("LLMBOX_MCP_POLICIES=strict %s serve %s 2>%s & echo $!"):format(q(helpers.bin),
-        args or ("--listen unix:" .. q(sock)), q(dir .. "/log"))
-    local p = io.popen(cmd)
-    local pid = tonumber(p:read("*l"))
-    p:close()
-    for _ = 1, 200 do
-        if os.execute(("curl -sf --max-time 1 --unix-socket %s http://d/healthz >/dev/null 2>&1"):format(q(sock))) == 0 then
-            return { pid = pid, sock = sock, dir = dir }
-        end
-        os.execute("sleep 0.05")
-    end
-    error("the daemon did not answer: " .. tostring(helpers.read(dir .. "/log")))
-end
-
-local function stop(d)
-    os.execute("kill -TERM " .. d.pid .. " 2>/dev/null")
-    for _ = 1, 100 do
-        if os.execute("kill -0 " .. d.pid .. " 2>/dev/null") ~= 0 then return end
-        os.execute("sleep 0.05")
-    end
-    os.execute("kill -KILL " .. d.pid .. " 2>/dev/null")
-end
+local start, stop = serve.start, serve.stop
 
 -- curl over the socket -> status, body (text), decoded body (or nil)
 local function call(d, method, path, body, extra)
@@ -289,6 +265,16 @@ print(ask(b"GET /healthz HTTP/1.1\r\nHost: d\r\n\r\nGET /healthz HTTP/1.1\r\nHos
         assert.matches("cannot reach the llmbox server at unix:", err, 1, true)
     end)
 
+    it("is found by llmbox doctor where `llmbox run --server` would look", function()
+        local status, out = helpers.cli({ "doctor", "--json" }, { env = "LLMBOX_SERVER=unix:" .. q(d.sock) })
+        local r = json.decode(out)
+        assert.is_true(r.daemon.ok, out)
+        assert.matches("answers at unix:" .. d.sock, r.daemon.detail, 1, true)
+        status, out = helpers.cli({ "doctor" }, { env = "LLMBOX_SERVER=unix:" .. q(d.dir .. "/none.sock") })
+        assert.equal(0, status)
+        assert.matches("no llmbox serve answers at unix:" .. d.dir .. "/none.sock", out, 1, true)
+    end)
+
     it("logs one JSON line per request", function()
         call(d, "GET", "/healthz")
         local log = helpers.read(d.dir .. "/log")
@@ -324,13 +310,7 @@ describe("llmbox serve's idle sessions #unpriv", function()
     end)
 end)
 
--- A free TCP port on the loopback (the kernel's pick, released at once).
-local function free_port()
-    local p = io.popen([[python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])']])
-    local port = tonumber(p:read("*l"))
-    p:close()
-    return port
-end
+local free_port = serve.free_port
 
 describe("llmbox serve with a config file: tokens, tenants, TCP #unpriv", function()
     local d, port, dir

@@ -22,6 +22,7 @@ function _M.start(dir, args, sock, env)
         end
         os.execute("sleep 0.05")
     end
+    os.execute("kill -KILL " .. pid .. " 2>/dev/null")
     error("the daemon did not answer: " .. tostring(helpers.read(dir .. "/log")))
 end
 

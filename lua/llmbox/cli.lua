@@ -183,8 +183,7 @@ local function finish(r, opts, term)
 end
 
 function _M.run(argv)
-    local llmbox = require "llmbox"
-    local recipes = require "llmbox.recipes"
+    -- (llmbox and the recipes are loaded only where needed: a run sent to a daemon needs neither)
     local opts, pos = cli_args.parse(argv, RUN_SPEC)
     if not opts then return die(pos .. " (see llmbox --help)") end
     local timeout, terr = cli_args.timeout(opts.timeout)
@@ -195,7 +194,7 @@ function _M.run(argv)
     if not code then return die(err) end
     local lang = opts.lang
     if not lang and pos[1] and pos[1] ~= "-" then
-        local r, rerr = recipes.for_file(pos[1])
+        local r, rerr = require("llmbox.recipes").for_file(pos[1])
         if not r then return die(rerr) end
         lang = r.name
     end
@@ -210,7 +209,7 @@ function _M.run(argv)
     o.keep, o.container, o.remove, o.commit = opts.keep, opts.container, opts.remove, opts.commit
     if opts.remove and not opts.container then return die("--remove goes with --container ID") end
     -- llmbox.run admits the code before it creates the sandbox: refused code costs none
-    local r, rerr, report = llmbox.run(code, o)
+    local r, rerr, report = require("llmbox").run(code, o)
     if not r then
         if report and opts.json then
             io.stdout:write(json.encode({ refused = true, error = rerr, violations = report.violations }), "\n")

@@ -24,8 +24,9 @@ end
 -- called whenever a call ends (the server stops once its input has ended and nothing is left)
 _M.on_done = function() end
 
---- call(id, params): starts a tools/call
-function _M.call(id, params)
+--- call(id, params [, peer]): starts a tools/call; `peer`: the MCP session over HTTP it came in on
+--- (its tenant's policies, the owner of the sessions it opens), nil on stdio
+function _M.call(id, params, peer)
     if type(params.name) ~= "string" then
         return rpc.respond_error(id, rpc.INVALID_PARAMS, "tools/call: params.name must be a tool name")
     end
@@ -43,7 +44,8 @@ function _M.call(id, params)
     local token = meta.progressToken
     if type(token) ~= "string" and type(token) ~= "number" then token = nil end
     local key = rpc.key(id)
-    local call = { id = id, key = key, token = token, progress = 0, last_progress = now(), started = now() }
+    local call = { id = id, key = key, token = token, progress = 0, last_progress = now(), started = now(),
+        peer = peer }
     S.inflight[key] = call
     local co = coroutine.create(function()
         local result

@@ -19,16 +19,19 @@ local handlers = {}
 _M.handlers = handlers
 
 function handlers.execute_code(args, call)
+    -- (the server's policy, or the tenant's default over HTTP)
+    local policy = ctx.policies(call)
     return workers.with_slot(call, function()
         progress.send(call, "starting the sandbox")
         local lang = args.language or "python"
-        local warm_lang = workers.warm_capable(lang)
+        -- the warm workers hold sandboxes of the server's own policy
+        local warm_lang = policy == S.cfg.policy and workers.warm_capable(lang)
         local w = warm_lang and (workers.take_warm(warm_lang) or workers.start_warm(warm_lang))
         local err
         if w then
             call.worker = w
         else
-            w, err = workers.open(call, lang, S.cfg.policy, true)
+            w, err = workers.open(call, lang, policy, true)
             if not w then return results.error(err) end
         end
         local res, rerr = w:request({ op = "run", code = args.code, libraries = args.libraries,
@@ -47,7 +50,7 @@ function handlers.check_code(args, call)
         if not w then return results.error(err) end
         call.worker = w
         local report, cerr = w:request({ op = "check", code = args.code, lang = args.language or "python",
-            policy = S.cfg.policy, memory = S.cfg.memory }, nil, CHECK_TIMEOUT)
+            policy = (ctx.policies(call)), memory = S.cfg.memory }, nil, CHECK_TIMEOUT)
         w:close()
         if not report then return results.error(cerr) end
         report.violations = json.array(report.violations or {})
@@ -82,7 +85,7 @@ function handlers.get_language_details(args, call)
     info.package_manager = r.details.package_manager or json.null
     info.preinstalled = json.array(r.details.preinstalled or {})
     -- the version as the sandbox sees it, probed in a worker like any run
-    local w, werr = workers.open(call, r.name, S.cfg.policy)
+    local w, werr = workers.open(call, r.name, (ctx.policies(call)))
     if w then
         local v = w:request({ op = "version" })
         w:close()

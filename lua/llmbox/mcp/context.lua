@@ -17,7 +17,8 @@ _M.state = {
     cfg = nil,
     exe = nil,               -- the llmbox binary, started as `llmbox worker`
     tmpdir = nil,            -- the server's private temporary directory (llmbox.mcp.tmpdir)
-    protocol = nil,          -- negotiated version, nil before initialize
+    protocol = nil,          -- negotiated version, nil before initialize (stdio; over HTTP each
+                             -- MCP session keeps its own: llmbox.serve.mcp_http)
     inflight = {},           -- request key -> call state, for cancellation and progress
     sessions = {},           -- session id -> session
     nsessions = 0,
@@ -35,6 +36,16 @@ _M.state = {
 function _M.log(fmt, ...)
     io.stderr:write("llmbox mcp: " .. format(fmt, ...) .. "\n")
     io.stderr:flush()
+end
+
+--- policies(call) -> the default policy, the policies the client may pick, the tenant (or nil).
+-- A call's peer is the MCP session it came in on over HTTP (llmbox.serve.mcp_http), holding its
+-- daemon tenant's policies; stdio calls have none and get the server's (LLMBOX_POLICY,
+-- LLMBOX_MCP_POLICIES).
+function _M.policies(call)
+    local peer = call and call.peer
+    if peer and peer.policies then return peer.policy, peer.policies, peer.tenant end
+    return _M.state.cfg.policy, _M.state.cfg.policies, nil
 end
 
 -- seconds, from the loop's clock

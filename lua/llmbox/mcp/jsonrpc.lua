@@ -7,6 +7,11 @@
 --   feed(chunk) ... feed(nil)                       -- nil: end of input
 --   rpc.handle_line(line, { request = fn(id, method, params), notification = fn(method, params) })
 --   rpc.respond(id, result); rpc.respond_error(id, rpc.INVALID_PARAMS, "message")
+--
+-- Messages go to stdout, except those about a request that has a sink: rpc.sinks[rpc.key(id)] =
+-- fn(msg) takes its response and the notifications sent on its behalf (progress) instead. The
+-- daemon's MCP endpoint (llmbox.serve.mcp_http) answers each HTTP request that way; `llmbox mcp`
+-- registers none.
 local json = require "llmbox.json"
 local ctx = require "llmbox.mcp.context"
 
@@ -65,7 +70,15 @@ end
 -- waits for that is told through on_write_error (the server stops).
 _M.on_write_error = nil
 
-function _M.write(msg)
+-- request key (rpc.key(id)) -> fn(msg): where that request's answer goes instead of stdout
+_M.sinks = {}
+
+--- write(msg [, for_id]): a message to the client; `for_id`: the request a notification is about
+function _M.write(msg, for_id)
+    local about = for_id
+    if about == nil and msg.id ~= json.null then about = msg.id end
+    local sink = about ~= nil and _M.sinks[_M.key(about)]
+    if sink then return sink(msg) end
     local ok, err = io.stdout:write(json.encode(msg), "\n")
     if ok then ok, err = io.stdout:flush() end
     if not ok then
@@ -84,8 +97,9 @@ function _M.respond_error(id, code, message, data)
     _M.write({ jsonrpc = "2.0", id = id == nil and json.null or id, error = err })
 end
 
-function _M.notify(method, params)
-    _M.write({ jsonrpc = "2.0", method = method, params = params })
+--- notify(method, params [, for_id]): a notification; for_id: the request it belongs to, if any
+function _M.notify(method, params, for_id)
+    _M.write({ jsonrpc = "2.0", method = method, params = params }, for_id)
 end
 
 -- A request's id as a table key (1 and "1" are different requests).
@@ -97,39 +111,48 @@ local function valid_id(id)
     return type(id) == "string" or (type(id) == "number" and id == id)
 end
 
---- handle(msg, route): checks a decoded message and routes it: route.request(id, method, params)
--- for requests, route.notification(method, params) for notifications. Invalid messages are
--- answered here.
-function _M.handle(msg, route)
+--- classify(msg) -> "request", id, method, params | "notification", nil, method, params | "response"
+---                 | nil, code, message, id (the error to answer; id when it could be read), quiet
+--- Checks one decoded message. `quiet`: an invalid notification, which gets no answer.
+function _M.classify(msg)
     if type(msg) ~= "table" or not json.is_object(msg) or next(msg) == nil then
         if type(msg) == "table" and next(msg) ~= nil then
-            return _M.respond_error(nil, _M.INVALID_REQUEST, "Invalid Request: batches (JSON arrays) are not "
-                .. "supported; send one message per line")
+            return nil, _M.INVALID_REQUEST, "Invalid Request: batches (JSON arrays) are not supported; send one "
+                .. "message per line"
         end
-        return _M.respond_error(nil, _M.INVALID_REQUEST, "Invalid Request: expected a JSON-RPC 2.0 object")
+        return nil, _M.INVALID_REQUEST, "Invalid Request: expected a JSON-RPC 2.0 object"
     end
     local id = msg.id
     local has_id = id ~= nil
     if has_id and not valid_id(id) then
-        return _M.respond_error(nil, _M.INVALID_REQUEST, "Invalid Request: id must be a string or a number")
+        return nil, _M.INVALID_REQUEST, "Invalid Request: id must be a string or a number"
     end
     if msg.jsonrpc ~= "2.0" then
-        return _M.respond_error(id, _M.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
+        return nil, _M.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', id
     end
     if msg.method == nil and (msg.result ~= nil or msg.error ~= nil) then
-        return -- a response to a request of ours: we send none, so there is nothing to match
+        return "response" -- to a request of ours: we send none, so there is nothing to match
     end
     if type(msg.method) ~= "string" then
-        return _M.respond_error(id, _M.INVALID_REQUEST, 'Invalid Request: "method" must be a string')
+        return nil, _M.INVALID_REQUEST, 'Invalid Request: "method" must be a string', id
     end
     local params = msg.params
     if params == nil or params == json.null then params = {} end
     if not json.is_object(params) then
-        if has_id then _M.respond_error(id, _M.INVALID_PARAMS, "params must be an object") end
-        return
+        return nil, _M.INVALID_PARAMS, "params must be an object", id, not has_id
     end
-    if not has_id then return route.notification(msg.method, params) end
-    return route.request(id, msg.method, params)
+    if not has_id then return "notification", nil, msg.method, params end
+    return "request", id, msg.method, params
+end
+
+--- handle(msg, route): checks a decoded message and routes it: route.request(id, method, params)
+-- for requests, route.notification(method, params) for notifications. Invalid messages are
+-- answered here.
+function _M.handle(msg, route)
+    local kind, a, b, c, quiet = _M.classify(msg)
+    if kind == "request" then return route.request(a, b, c) end
+    if kind == "notification" then return route.notification(b, c) end
+    if kind == nil and not quiet then return _M.respond_error(c, a, b) end
 end
 
 --- handle_line(line, route): one line of input (see handle)

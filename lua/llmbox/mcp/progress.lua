@@ -16,7 +16,7 @@ function _M.send(call, message)
     call.last_progress = ctx.now()
     local params = { progressToken = call.token, progress = call.progress }
     if message then params.message = message end
-    rpc.notify("notifications/progress", params)
+    rpc.notify("notifications/progress", params, call.id)
 end
 
 --- output(call) -> on_event for a worker's run: phases and output chunks as progress

@@ -13,7 +13,9 @@
 --               the loop (run_loop)
 --   tmpdir      the private temporary directory              progress   progress notifications
 --   results     tool results as MCP content                  context    shared state, log, await
--- This file holds the methods other than tools/call, the loop, startup and shutdown.
+-- This file holds the methods other than tools/call, the loop, startup and shutdown. The methods
+-- and their routing are exported (server.methods, server.route) for the daemon's MCP endpoint
+-- (llmbox.serve.mcp_http), which passes a peer: the MCP session the message came in on.
 local uv = require "luv"
 local json = require "llmbox.json"
 local tools = require "llmbox.mcp.tools"
@@ -38,11 +40,20 @@ local _M = { _VERSION = "0.1.0" }
 _M.PROTOCOL_VERSIONS = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
 
 -- ---------------------------------------------------------------------------------------------
--- JSON-RPC methods other than tools/call: each returns a result, or nil, code, message [, data]
+-- JSON-RPC methods other than tools/call: each (params [, peer]) returns a result, or nil, code,
+-- message [, data]. `peer`: an MCP session over HTTP, which keeps its own protocol version; nil on
+-- stdio, whose one connection keeps it in S.protocol.
 
 local methods = {}
+_M.methods = methods
 
-function methods.initialize(params)
+-- the version a peer (or stdio) negotiated
+local function protocol(peer)
+    if peer then return peer.protocol end
+    return S.protocol
+end
+
+function methods.initialize(params, peer)
     if type(params.protocolVersion) ~= "string" then
         return nil, rpc.INVALID_PARAMS, "initialize: params.protocolVersion must be a string such as \""
             .. _M.PROTOCOL_VERSIONS[1] .. "\""
@@ -51,7 +62,7 @@ function methods.initialize(params)
     for _, v in ipairs(_M.PROTOCOL_VERSIONS) do
         if v == params.protocolVersion then version = v end
     end
-    S.protocol = version
+    if peer then peer.protocol = version else S.protocol = version end
     local client = type(params.clientInfo) == "table" and params.clientInfo or {}
     log("initialize: client %s %s, protocol %s (asked %s)", tostring(client.name), tostring(client.version),
         version, params.protocolVersion)
@@ -71,8 +82,9 @@ function methods.ping()
     return {}
 end
 
-methods["tools/list"] = function()
-    return { tools = tools.list("mcp", results.modern()) }
+methods["tools/list"] = function(_, peer)
+    local p = protocol(peer)
+    return { tools = tools.list("mcp", p == nil or p >= results.MODERN) }
 end
 
 local LANGUAGES_URI = "sandbox://languages"
@@ -101,14 +113,17 @@ methods["resources/read"] = function(params)
 end
 
 local route = {}
+_M.route = route
 
-function route.request(id, method, params)
-    if method == "tools/call" then return calls.call(id, params) end
+--- route.request(id, method, params [, peer]): answers through rpc.respond (now, or when a
+--- tools/call finishes)
+function route.request(id, method, params, peer)
+    if method == "tools/call" then return calls.call(id, params, peer) end
     local m = methods[method]
     if not m then
         return rpc.respond_error(id, rpc.METHOD_NOT_FOUND, "Method not found: " .. method)
     end
-    local ok, res, code, message, data = pcall(m, params)
+    local ok, res, code, message, data = pcall(m, params, peer)
     if not ok then
         log("%s failed: %s", method, tostring(res))
         return rpc.respond_error(id, rpc.INTERNAL_ERROR, "internal error (details in the server's log)")

@@ -1,6 +1,8 @@
 -- llmbox.mcp.sessions: stateful sessions (create_session, run_in_session, close_session). Each
 -- session is one worker holding one sandbox whose /sandbox persists across calls; operations on a
 -- session run one at a time, and an idle session is closed after LLMBOX_MCP_SESSION_IDLE seconds.
+-- A session opened over HTTP belongs to the MCP session (call.peer) that opened it: to any other
+-- peer it is as unknown as one that never existed.
 local ctx = require "llmbox.mcp.context"
 local results = require "llmbox.mcp.results"
 local workers = require "llmbox.mcp.workers"
@@ -35,6 +37,13 @@ function _M.close_all(why)
     for _, sess in pairs(S.sessions) do _M.close(sess, why) end
 end
 
+--- close_owned(peer, why): closes the sessions an MCP session over HTTP opened
+function _M.close_owned(peer, why)
+    for _, sess in pairs(S.sessions) do
+        if sess.owner == peer then _M.close(sess, why) end
+    end
+end
+
 --- tick(): closes the sessions idle for longer than LLMBOX_MCP_SESSION_IDLE
 function _M.tick()
     local t = now()
@@ -45,8 +54,10 @@ function _M.tick()
     end
 end
 
-local function get(id)
+-- The session `id` names, if the call's peer opened it (stdio calls: no peer, nor sessions of one).
+local function get(id, call)
     local sess = S.sessions[id]
+    if sess and sess.owner ~= call.peer then sess = nil end
     if not sess then
         return nil, format("no open session %q: it was closed, expired after %gs idle, or never existed; "
             .. "create one with create_session", id, S.cfg.session_idle)
@@ -57,7 +68,7 @@ end
 --- with_session(call, id, fn) -> fn(sess)'s result, or a tool error. One operation at a time per
 -- session (its worker is one process); others wait their turn.
 function _M.with_session(call, id, fn)
-    local sess, err = get(id)
+    local sess, err = get(id, call)
     if not sess then return results.error(err) end
     if sess.busy then
         await(function(resume) sess.queue[#sess.queue + 1] = resume end)
@@ -84,12 +95,14 @@ local handlers = {}
 _M.handlers = handlers
 
 function handlers.create_session(args, call)
-    local policy = args.policy or S.cfg.policy
+    local default, policies, tenant = ctx.policies(call)
+    local policy = args.policy or default
     local allowed = false
-    for _, p in ipairs(S.cfg.policies) do allowed = allowed or p == policy end
+    for _, p in ipairs(policies) do allowed = allowed or p == policy end
     if not allowed then
-        return results.error(format("policy %q is not allowed by this server (allowed: %s; the operator "
-            .. "lists more in LLMBOX_MCP_POLICIES)", policy, concat(S.cfg.policies, ", ")))
+        return results.error(format("policy %q is not allowed %s (allowed: %s; the operator lists more in %s)",
+            policy, tenant and ("for tenant " .. tenant) or "by this server", concat(policies, ", "),
+            tenant and "the token's policies" or "LLMBOX_MCP_POLICIES"))
     end
     if S.nsessions >= S.cfg.max_sessions then
         return results.error(format("too many open sessions (%d, LLMBOX_MCP_MAX_SESSIONS); close one with "
@@ -100,7 +113,7 @@ function handlers.create_session(args, call)
     if not w then return results.error(err) end
     call.worker = nil -- cancelling create_session after this point leaves the session open
     local sess = { id = new_id(), worker = w, language = args.language or "python", policy = policy,
-        last_used = now(), queue = {} }
+        last_used = now(), queue = {}, owner = call.peer }
     S.sessions[sess.id] = sess
     S.nsessions = S.nsessions + 1
     w.on_exit = function() _M.close(sess, "its sandbox worker exited") end
@@ -120,8 +133,8 @@ function handlers.run_in_session(args, call)
     end)
 end
 
-function handlers.close_session(args)
-    local sess, err = get(args.session_id)
+function handlers.close_session(args, call)
+    local sess, err = get(args.session_id, call)
     if not sess then return results.error(err) end
     _M.close(sess, "closed by the client")
     return results.json({ closed = true })

@@ -21,7 +21,7 @@ local _M = { _VERSION = "0.1.0" }
 _M.LIMITS = { max_head = 64 * 1024, max_body = 16 * 1024 * 1024, idle_ms = 30000 }
 
 _M.REASONS = {
-    [200] = "OK", [201] = "Created", [204] = "No Content", [400] = "Bad Request", [401] = "Unauthorized",
+    [200] = "OK", [201] = "Created", [202] = "Accepted", [204] = "No Content", [400] = "Bad Request", [401] = "Unauthorized",
     [403] = "Forbidden", [404] = "Not Found", [405] = "Method Not Allowed", [408] = "Request Timeout",
     [413] = "Content Too Large", [415] = "Unsupported Media Type", [422] = "Unprocessable Content",
     [431] = "Request Header Fields Too Large", [499] = "Client Closed Request", [500] = "Internal Server Error",

@@ -3,11 +3,12 @@
 -- happen in `llmbox worker` children, never in the daemon (the MCP server's workers, with their
 -- warm pools, slots and reaper: llmbox.mcp.workers), so one slow run holds up nobody.
 --
--- This first part serves: GET /healthz, GET /v1/languages, /v1/policies, /v1/backends, POST
--- /v1/check and POST /v1/run, and the session routes (llmbox.serve.sessions), answering JSON and
--- errors as { error = { code, message } }, on unix sockets and, with the config file's tokens
--- (llmbox.serve.config), TCP; a token names a tenant, its policies and its sessions. Not built
--- yet (the issue lists them): metrics, reload, MCP over HTTP and the clients.
+-- It serves GET /healthz, GET /v1/languages, /v1/policies, /v1/backends, POST /v1/check and
+-- POST /v1/run (this file), the session routes (llmbox.serve.sessions), MCP's Streamable HTTP
+-- transport at /mcp (llmbox.serve.mcp_http) and GET /metrics (llmbox.serve.metrics), answering
+-- JSON and errors as { error = { code, message } }, on unix sockets and, with the config file's
+-- tokens (llmbox.serve.config), TCP; a token names a tenant, its policies and its sessions.
+-- SIGHUP reloads the config file and the policies (llmbox.serve.snapshot).
 --
 --   os.exit(require("llmbox.serve").main({ "--listen", "unix:/tmp/llmbox.sock" }))
 local uv = require "luv"
@@ -18,6 +19,7 @@ local workers = require "llmbox.mcp.workers"
 local tmpdir = require "llmbox.mcp.tmpdir"
 local sessions = require "llmbox.serve.sessions"
 local metrics = require "llmbox.serve.metrics"
+local mcp_http = require "llmbox.serve.mcp_http"
 
 local type, ipairs, pairs, next, tostring, tonumber, format = type, ipairs, pairs, next, tostring, tonumber,
     string.format
@@ -296,6 +298,11 @@ for key, fn in pairs(sessions.routes({ err_body = err_body, fields = fields, jso
     routes[key] = fn
 end
 
+-- MCP's Streamable HTTP transport: POST and DELETE /mcp (GET is 405: no server-initiated stream)
+for key, fn in pairs(mcp_http.routes()) do
+    routes[key] = fn
+end
+
 -- Routes by path pattern ("*" is an id: letters, digits and dashes), and the methods of each.
 local PATTERNS = {}
 for key, fn in pairs(routes) do
@@ -507,6 +514,7 @@ function _M.main(args)
             if addr.unix then os.remove(addr.unix) end
         end
         sessions.close_all("the server is stopping")
+        mcp_http.close_all("the server is stopping")
         workers.stop(function()
             -- the answers of runs that finished, or were stopped, go out before the loop ends
             local waited, t = 0, uv.new_timer()

@@ -406,7 +406,7 @@ static int receive_tree(int in_fd, const char *root, int base_fd, int file_fd, c
 				lb_open_beneath(base_fd, path, O_WRONLY | O_CREAT | O_TRUNC,
 						file_mode ? file_mode : perm);
 			if (fd < 0)
-				rc = lb_fail(
+				rc = lb_fail_sys(
 					err, errno,
 					"opening %s for writing (symlinks and \"..\" are refused)",
 					path);

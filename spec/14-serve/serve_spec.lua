@@ -202,6 +202,16 @@ print(ask(b"GET /healthz HTTP/1.1\r\nHost: d\r\n\r\nGET /healthz HTTP/1.1\r\nHos
         status, text, doc = call(d, "GET", base .. "/files?path=../etc/passwd")
         assert.equal(400, status, text)
         assert.matches("must not contain . or .. components", doc.error.message, 1, true)
+        -- a link is never followed, and a directory is not a file to write: each said so
+        call(d, "POST", base .. "/exec", json.encode({ cmd = "ln -s d/b.bin link" }))
+        for _, method in ipairs({ "GET", "PUT" }) do
+            status, text, doc = call(d, method, base .. "/files?path=link", nil, method == "PUT" and "--data-binary x" or nil)
+            assert.equal(400, status, text)
+            assert.equal("symlink_refused", doc.error.code)
+        end
+        status, text, doc = call(d, "PUT", base .. "/files?path=d", nil, "--data-binary x")
+        assert.equal(409, status, text)
+        assert.equal("is_a_directory", doc.error.code)
         status, text, doc = call(d, "POST", base .. "/install", json.encode({ libraries = { "x" } }))
         assert.equal(422, status, text)
         assert.matches("does not allow library installs", doc.error.message, 1, true)

@@ -190,6 +190,23 @@ function _M.routes(api)
         return on_session(req, id, { op = "install", libraries = f.libraries, timeout = f.timeout })
     end
 
+    -- A file operation's failure as its status and code: what the client can fix apart from what it cannot.
+    -- (the worker's messages end with the system's own, strerror's, words)
+    local function file_failure(what, path, err)
+        err = tostring(err)
+        local status, code = 422, "failed"
+        if err:find("No such file", 1, true) or err:find("does not exist", 1, true) then
+            status, code = 404, "not_found"
+        elseif err:find("Too many levels of symbolic links", 1, true) then
+            status, code = 400, "symlink_refused"
+            err = "it is a symbolic link, and the file routes never follow one"
+        elseif err:find("Is a directory", 1, true) then
+            status, code = 409, "is_a_directory"
+            err = "it is a directory: PUT writes files (put each file of a tree by its own path)"
+        end
+        return status, api.err_body(code, format("cannot %s %s: %s", what, path, err))
+    end
+
     r["PUT /v1/sessions/*/files"] = function(req, id)
         local path, perr = workspace_path(req.query.path)
         if not path then return 400, api.err_body("bad_request", perr) end
@@ -202,7 +219,7 @@ function _M.routes(api)
             end
             local res, cerr = sess.worker:request({ op = "copy_in", src = tmp, dst = path, size = #req.body })
             staging.discard(tmp)
-            if not res then return 422, api.err_body("failed", format("cannot write %s: %s", path, tostring(cerr))) end
+            if not res then return file_failure("write", path, cerr) end
             return 201, json.encode({ path = path, size = #req.body })
         end)
     end
@@ -215,9 +232,7 @@ function _M.routes(api)
             local res, err = sess.worker:request({ op = "copy_out", src = path, dst = tmp, max = _M.MAX_DOWNLOAD })
             if not res then
                 staging.discard(tmp)
-                local missing = tostring(err):find("No such file", 1, true) or tostring(err):find("does not exist", 1, true)
-                return missing and 404 or 422, api.err_body(missing and "not_found" or "failed",
-                    format("cannot read %s: %s", path, tostring(err)))
+                return file_failure("read", path, err)
             end
             local data, rerr, is_dir = staging.read(tmp, _M.MAX_DOWNLOAD)
             if is_dir then

@@ -255,17 +255,9 @@ end)
 
 describe("MCP over HTTP without tokens #unpriv", function()
     it("serves a unix socket, and ends an MCP session idle for LLMBOX_MCP_SESSION_IDLE seconds", function()
-        local dir = helpers.tmpdir()
-        local sock = dir .. "/llmbox.sock"
-        local p = io.popen(("LLMBOX_MCP_SESSION_IDLE=1 %s serve --listen unix:%s 2>%s & echo $!"):format(q(helpers.bin),
-            q(sock), q(dir .. "/log")))
-        local d = { pid = tonumber(p:read("*l")), sock = sock, dir = dir }
-        p:close()
+        local d = serve.start(helpers.tmpdir(), nil, nil, "LLMBOX_MCP_SESSION_IDLE=1")
+        local sock = d.sock
         finally(function() serve.stop(d) end)
-        for _ = 1, 200 do
-            if os.execute(("curl -sf --unix-socket %s http://d/healthz >/dev/null 2>&1"):format(q(sock))) == 0 then break end
-            os.execute("sleep 0.05")
-        end
         local function post(msg, sid)
             local out = helpers.tmpname()
             local cmd = ("curl -s -o %s -w '%%{http_code}' -D %s --unix-socket %s -H 'Content-Type: application/json' %s "
@@ -286,6 +278,6 @@ describe("MCP over HTTP without tokens #unpriv", function()
         status, doc = post({ jsonrpc = "2.0", id = 3, method = "ping" }, sid)
         assert.equal(404, status)
         assert.matches("expired after 1s idle", doc.error.message, 1, true)
-        assert.matches("closed (idle for 1s)", helpers.read(dir .. "/log"), 1, true)
+        assert.matches("closed (idle for 1s)", helpers.read(d.dir .. "/log"), 1, true)
     end)
 end)

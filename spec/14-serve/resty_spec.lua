@@ -73,18 +73,8 @@ describe("resty.llmbox and the OpenResty gateway in nginx #unpriv", function()
     -- curl to nginx -> status, body text, decoded body
     local function get(method, path, key, body, opts)
         opts = opts or {}
-        local out = helpers.tmpname()
-        local cmd = ("curl -s --max-time 60 -o %s -w '%%{http_code}' -X %s %s %s 'http://127.0.0.1:%d%s'"):format(
-            q(out), method, key and ("-H 'Authorization: Bearer " .. key .. "'") or "", opts.curl or "",
-            opts.port or port, path)
-        if body then cmd = cmd .. " --data-binary @" .. q(helpers.write(helpers.tmpname(), body)) end
-        local p = io.popen(cmd)
-        local status = tonumber(p:read("*a"))
-        p:close()
-        local text = helpers.read(out) or ""
-        os.remove(out)
-        local ok, doc = pcall(json.decode, text)
-        return status, text, ok and doc or nil
+        return serve.curl({ port = opts.port or port, method = method, path = path, token = key, body = body,
+            curl = opts.curl })
     end
 
     -- GET /t/<name> on the specs' own server: a resty.llmbox case's outcome

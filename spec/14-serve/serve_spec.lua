@@ -11,17 +11,8 @@ local start, stop = serve.start, serve.stop
 
 -- curl over the socket -> status, body (text), decoded body (or nil)
 local function call(d, method, path, body, extra)
-    local out = helpers.tmpname()
-    local cmd = ("curl -s --max-time 30 -o %s -w '%%{http_code}' --unix-socket %s -X %s %s 'http://d%s'"):format(
-        q(out), q(d.sock), method, extra or "", path)
-    if body then cmd = cmd .. " -H 'Content-Type: application/json' --data-binary @" .. q(helpers.write(helpers.tmpname(), body)) end
-    local p = io.popen(cmd)
-    local status = tonumber(p:read("*a"))
-    p:close()
-    local text = helpers.read(out) or ""
-    os.remove(out)
-    local ok, doc = pcall(json.decode, text)
-    return status, text, ok and doc or nil
+    return serve.curl({ sock = d.sock, method = method, path = path, body = body, json = true, curl = extra,
+        max_time = 30 })
 end
 
 describe("llmbox serve #unpriv", function()
@@ -300,17 +291,8 @@ end)
 
 describe("llmbox serve's idle sessions #unpriv", function()
     it("closes a session idle for LLMBOX_MCP_SESSION_IDLE seconds", function()
-        local dir = helpers.tmpdir()
-        local sock = dir .. "/llmbox.sock"
-        local p = io.popen(("LLMBOX_MCP_SESSION_IDLE=1 %s serve --listen unix:%s 2>%s & echo $!"):format(q(helpers.bin),
-            q(sock), q(dir .. "/log")))
-        local d = { pid = tonumber(p:read("*l")), sock = sock, dir = dir }
-        p:close()
+        local d = start(helpers.tmpdir(), nil, nil, "LLMBOX_MCP_SESSION_IDLE=1")
         finally(function() stop(d) end)
-        for _ = 1, 200 do
-            if os.execute(("curl -sf --unix-socket %s http://d/healthz >/dev/null 2>&1"):format(q(sock))) == 0 then break end
-            os.execute("sleep 0.05")
-        end
         local _, _, doc = call(d, "POST", "/v1/sessions", "{}")
         assert.equal(200, (call(d, "POST", "/v1/sessions/" .. doc.id .. "/run", '{"code":"print(1)"}')))
         os.execute("sleep 2.5")

@@ -12,17 +12,7 @@ describe("llmbox serve reloads on SIGHUP #unpriv", function()
     local ALICE, BOB = string.rep("a3", 16), string.rep("b4", 16)
 
     local function as(token, method, path, body)
-        local out = helpers.tmpname()
-        local cmd = ("curl -s --max-time 30 -o %s -w '%%{http_code}' --unix-socket %s -X %s "
-            .. "-H 'Authorization: Bearer %s' 'http://d%s'"):format(q(out), q(d.sock), method, token, path)
-        if body then cmd = cmd .. " --data-binary @" .. q(helpers.write(helpers.tmpname(), body)) end
-        local p = io.popen(cmd)
-        local status = tonumber(p:read("*a"))
-        p:close()
-        local text = helpers.read(out) or ""
-        os.remove(out)
-        local ok, doc = pcall(json.decode, text)
-        return status, text, ok and doc or nil
+        return serve.curl({ sock = d.sock, method = method, path = path, token = token, body = body, max_time = 30 })
     end
 
     local function write_conf(tokens, extra)

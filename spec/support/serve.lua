@@ -1,6 +1,7 @@
 -- A real `llmbox serve` for the specs: started in the background on a unix socket (and whatever
 -- its arguments add), waited for on /healthz, stopped with SIGTERM.
 local helpers = require "spec.helpers"
+local json = require "llmbox.json"
 
 local q = helpers.shell_quote
 
@@ -34,6 +35,27 @@ function _M.stop(d)
         os.execute("sleep 0.05")
     end
     os.execute("kill -KILL " .. d.pid .. " 2>/dev/null")
+end
+
+--- curl{ sock = PATH | port = N, method?, path, token?, body?, json? (a JSON body's
+--- Content-Type), curl? (more arguments), max_time? } -> status, body text, decoded body (or nil)
+function _M.curl(o)
+    local out = helpers.tmpname()
+    local cmd = ("curl -s --max-time %d -o %s -w '%%{http_code}' -X %s %s %s %s"):format(o.max_time or 60, q(out),
+        o.method or "GET", o.token and ("-H 'Authorization: Bearer " .. o.token .. "'") or "", o.curl or "",
+        o.sock and ("--unix-socket " .. q(o.sock) .. " 'http://d" .. o.path .. "'")
+            or ("'http://127.0.0.1:" .. o.port .. o.path .. "'"))
+    if o.body then
+        cmd = cmd .. (o.json and " -H 'Content-Type: application/json'" or "") .. " --data-binary @"
+            .. q(helpers.write(helpers.tmpname(), o.body))
+    end
+    local p = io.popen(cmd)
+    local status = tonumber(p:read("*a"))
+    p:close()
+    local text = helpers.read(out) or ""
+    os.remove(out)
+    local ok, doc = pcall(json.decode, text)
+    return status, text, ok and doc or nil
 end
 
 --- free_port() -> a free TCP port on the loopback (the kernel's pick, released at once)

@@ -173,4 +173,24 @@ struct luaL_Reg;
 void lb_lua_class(struct lua_State *L, const char *name, const struct luaL_Reg *methods,
 		  int (*gc)(struct lua_State *L));
 
+/* ---- interactive cells (cell.c) ---- */
+
+/* The largest value an interactive program may answer a cell with (the repr of its last
+ * expression; the program bounds it further). */
+#define LB_CELL_VALUE_MAX (1u << 20)
+
+/* An interactive program's answer to a cell (see cell.c). */
+struct lb_cell_answer {
+	bool matches; /* its tag is the cell's */
+	int status;   /* 0..255 */
+	unsigned long long cpu_us;
+	bool plots;	   /* the plots directory has files */
+	const char *value; /* points into the parsed buffer */
+	size_t value_len;
+};
+
+/* Parses one answer at the start of buf: its length when whole, 0 when more is needed, -1 when
+ * it is malformed (the program broke the protocol). */
+long lb_cell_parse(const char *buf, size_t len, const char *tag, struct lb_cell_answer *out);
+
 #endif

@@ -194,6 +194,11 @@ typedef struct lb_result {
 	size_t out_len;
 	char *err;
 	size_t err_len;
+	/* interactive cells */
+	bool state_lost;  /* the program is gone: the next cell needs a new one */
+	bool interrupted; /* a limit interrupted the cell, which ended with its state kept */
+	char *value;	  /* the repr of the cell's last expression (malloc'd), or NULL */
+	size_t value_len;
 } lb_result;
 
 int lb_run(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, lb_result *res,
@@ -210,6 +215,13 @@ typedef struct lb_pending lb_pending;
 typedef struct lb_run_io {
 	const char *request; /* prestarted runs: sent on fd 3, then EOF */
 	size_t request_len;
+	/* Interactive runs (cells): the request is one cell (cell.c has the words), the program
+	 * answers it on fd 3 with this tag, and the run goes on after it: lb_active_end gives the
+	 * pending run back, alive, unless the cell ended it (lb_result.state_lost). A timeout or
+	 * the output cap interrupts the cell ("I"); a cell still running `grace` seconds later
+	 * ends the run. */
+	const char *cell_tag; /* NULL: an ordinary run */
+	double grace;
 	const char *stdin_data; /* NULL: EOF at once */
 	size_t stdin_len;
 	double timeout;	 /* seconds; 0: the spec's limits.timeout */

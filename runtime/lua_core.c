@@ -27,6 +27,9 @@
  * loop over them that calls on_stdout/on_stderr from Lua, so they may yield):
  *   session:start(spec)                -> run | nil, err      (spec as for run, no callbacks)
  *   pending:start{ request, stdin, timeout, output } -> run | nil, err
+ *   pending:cell{ request, tag, timeout, output, grace } -> run | nil, err (an interactive
+ *                                         program's cell: the pending run stays for the next,
+ *                                         unless the result says state_lost)
  *   run:fds()                          -> { fd, ... }, { "r" | "w", ... }, timeout_ms | nil
  *   run:step([wait_ms])                -> over (true | false); wait_ms: 0 (default) never
  *                                         blocks, -1 sleeps until something is due
@@ -446,6 +449,18 @@ static void push_result(lua_State *L, lb_result *res)
 	lua_setfield(L, -2, "stdout");
 	lua_pushlstring(L, res->err, res->err_len);
 	lua_setfield(L, -2, "stderr");
+	if (res->value) {
+		lua_pushlstring(L, res->value, res->value_len);
+		lua_setfield(L, -2, "value");
+	}
+	if (res->state_lost) {
+		lua_pushboolean(L, 1);
+		lua_setfield(L, -2, "state_lost");
+	}
+	if (res->interrupted) {
+		lua_pushboolean(L, 1);
+		lua_setfield(L, -2, "interrupted");
+	}
 	lb_result_free(res);
 }
 
@@ -482,6 +497,7 @@ static int push_unsupported(lua_State *L, const lb_backend *b, const char *what)
 typedef struct lpending {
 	const lb_backend *backend;
 	void *handle; /* NULL once finished or abandoned */
+	bool busy;    /* an interactive program's cell is running (pending:cell) */
 } lpending;
 
 static lpending *check_pending(lua_State *L)
@@ -489,6 +505,8 @@ static lpending *check_pending(lua_State *L)
 	lpending *p = luaL_checkudata(L, 1, PENDING_MT);
 	if (!p->handle)
 		luaL_error(L, "this prestarted run was already used or abandoned");
+	if (p->busy)
+		luaL_error(L, "this interactive program is running a cell: one at a time");
 	return p;
 }
 
@@ -505,8 +523,7 @@ static int l_prestart(lua_State *L)
 	spec.stdin_data = NULL; /* given to finish */
 	spec.prestart = true;
 	lpending *p = lua_newuserdata(L, sizeof *p);
-	p->backend = s->backend;
-	p->handle = NULL;
+	*p = (lpending){.backend = s->backend};
 	luaL_getmetatable(L, PENDING_MT);
 	lua_setmetatable(L, -2);
 	lb_error err = {0};
@@ -577,7 +594,19 @@ typedef struct lrun {
 	const lb_backend *backend;
 	void *run; /* NULL once ended or discarded */
 	struct chunk *head, *tail;
+	lpending *cell_of; /* a cell: the interactive program's pending run (kept in the fenv) */
 } lrun;
+
+/* A cell has ended (or was discarded): its program is free for the next one, or gone. */
+static void cell_over(lrun *r, bool program_gone)
+{
+	if (!r->cell_of)
+		return;
+	r->cell_of->busy = false;
+	if (program_gone)
+		r->cell_of->handle = NULL;
+	r->cell_of = NULL;
+}
 
 /* Output is queued, never handed to Lua from inside the supervisor: run:take() gives it to Lua
  * after the step, where a callback may yield or fail without a C frame in between. */
@@ -618,11 +647,13 @@ static lrun *new_run(lua_State *L, const lb_backend *b, int keep)
 	*r = (lrun){.backend = b};
 	luaL_getmetatable(L, RUN_MT);
 	lua_setmetatable(L, -2);
-	lua_createtable(L, 2, 0);
+	lua_createtable(L, 4, 0);
 	rawfield(L, keep, "stdin");
 	lua_rawseti(L, -2, 1);
 	rawfield(L, keep, "request");
 	lua_rawseti(L, -2, 2);
+	rawfield(L, keep, "tag");
+	lua_rawseti(L, -2, 3);
 	lua_setfenv(L, -2);
 	return r;
 }
@@ -674,6 +705,42 @@ static int l_pending_start(lua_State *L)
 	lb_error err = {0};
 	if (p->backend->pending_start(h, &io, &r->run, &err) < 0)
 		return lb_lua_push_error(L, &err);
+	return 1;
+}
+
+/* pending:cell{ request = code, tag =, timeout =, output =, grace = } -> run | nil, err: one
+ * cell of an interactive program; the pending run stays, for the next cell, unless the result
+ * says state_lost */
+static int l_pending_cell(lua_State *L)
+{
+	lpending *p = check_pending(L);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	if (!p->backend->pending_start)
+		return push_unsupported(L, p->backend, "run cells");
+	lb_run_io io = {0};
+	io.request = read_bytes(L, 2, "request", &io.request_len);
+	size_t tag_len;
+	io.cell_tag = read_bytes(L, 2, "tag", &tag_len);
+	if (!io.cell_tag || tag_len == 0 || tag_len > 40)
+		return luaL_argerror(L, 2, "tag: expected a word of 1 to 40 characters");
+	io.timeout = opt_number(L, 2, "timeout", 0);
+	io.output = (uint64_t)opt_number(L, 2, "output", 0);
+	io.grace = opt_number(L, 2, "grace", 0);
+	lrun *r = new_run(L, p->backend, 2);
+	/* the run keeps the pending userdata alive while the cell runs */
+	lua_getfenv(L, -1);
+	lua_pushvalue(L, 1);
+	lua_rawseti(L, -2, 4);
+	lua_pop(L, 1);
+	io.on_output = queue_output;
+	io.ud = r;
+	p->busy = true;
+	r->cell_of = p;
+	lb_error err = {0};
+	if (p->backend->pending_start(p->handle, &io, &r->run, &err) < 0) {
+		cell_over(r, true); /* a program that cannot take a cell is gone */
+		return lb_lua_push_error(L, &err);
+	}
 	return 1;
 }
 
@@ -730,8 +797,11 @@ static int l_run_result(lua_State *L)
 	r->run = NULL;
 	lb_result res;
 	lb_error err = {0};
-	if (r->backend->run_end(run, &res, &err) < 0)
+	if (r->backend->run_end(run, &res, &err) < 0) {
+		cell_over(r, true);
 		return lb_lua_push_error(L, &err);
+	}
+	cell_over(r, res.state_lost);
 	push_result(L, &res);
 	return 1;
 }
@@ -742,6 +812,7 @@ static int l_run_gc(lua_State *L)
 	if (r->run) {
 		r->backend->run_discard(r->run);
 		r->run = NULL;
+		cell_over(r, true);
 	}
 	free_chunks(r);
 	return 0;
@@ -1281,11 +1352,10 @@ int luaopen_llmbox_core(lua_State *L)
 						   {"collect", l_collect},
 						   {"reset_start", l_reset_start},
 						   {NULL, NULL}};
-	static const luaL_Reg pending_methods[] = {{"wait", l_pending_wait},
-						   {"finish", l_pending_finish},
-						   {"abandon", l_pending_abandon},
-						   {"start", l_pending_start},
-						   {NULL, NULL}};
+	static const luaL_Reg pending_methods[] = {
+		{"wait", l_pending_wait},	{"finish", l_pending_finish},
+		{"abandon", l_pending_abandon}, {"start", l_pending_start},
+		{"cell", l_pending_cell},	{NULL, NULL}};
 	static const luaL_Reg funcs[] = {{"open", l_open},
 					 {"open_start", l_open_start},
 					 {"backends", l_backends},

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "run.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,6 +80,13 @@ struct supervision {
 	struct run_outcome o;
 	char report_line[128];
 	size_t report_len;
+	/* interactive cells (io->cell_tag): the run goes on after the cell's answer */
+	bool cell, cell_done, interrupted;
+	int cell_status;
+	unsigned long long cell_cpu_us;
+	enum lb_limit cell_limit; /* what interrupted the cell */
+	struct buf ctl_in;	  /* the program's answers, as they come */
+	struct buf value;
 };
 
 static void close_fd(int *fd)
@@ -89,14 +97,13 @@ static void close_fd(int *fd)
 	}
 }
 
-/* Prestarted runs: the request, then EOF (the program reads until the end); the socket stays
- * open for the program's exit report (see llmbox.h). */
-static int hand_request(lb_pending *p, const lb_run_io *io, lb_error *err)
+static void stop_for(struct supervision *s, enum lb_limit limit);
+
+static int send_all(int fd, const char *d, size_t len, lb_error *err)
 {
-	const char *req = io->request ? io->request : "";
 	size_t off = 0;
-	while (off < io->request_len) {
-		ssize_t w = send(p->ctl, req + off, io->request_len - off, MSG_NOSIGNAL);
+	while (off < len) {
+		ssize_t w = send(fd, d + off, len - off, MSG_NOSIGNAL);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0)
@@ -104,8 +111,43 @@ static int hand_request(lb_pending *p, const lb_run_io *io, lb_error *err)
 					   "handing the code to the prestarted program");
 		off += (size_t)w;
 	}
+	return 0;
+}
+
+/* Prestarted runs: the request, then EOF (the program reads until the end); the socket stays
+ * open for the program's exit report (see llmbox.h). A cell is framed instead, and the socket
+ * stays open both ways for the cells after it (cell.c). */
+static int hand_request(lb_pending *p, const lb_run_io *io, lb_error *err)
+{
+	const char *req = io->request ? io->request : "";
+	if (io->cell_tag) {
+		char head[128];
+		int n = snprintf(head, sizeof head, "cell %s %zu\n", io->cell_tag, io->request_len);
+		if (n < 0 || (size_t)n >= sizeof head || strchr(io->cell_tag, ' ') ||
+		    strchr(io->cell_tag, '\n'))
+			return lb_fail(err, EINVAL, "a cell's tag must be a short word");
+		if (send_all(p->ctl, head, (size_t)n, err) < 0)
+			return -1;
+		return send_all(p->ctl, req, io->request_len, err);
+	}
+	if (send_all(p->ctl, req, io->request_len, err) < 0)
+		return -1;
 	shutdown(p->ctl, SHUT_WR);
 	return 0;
+}
+
+/* A cell over its time or output: the program is asked to interrupt it (KeyboardInterrupt in
+ * Python), and has `grace` more before the whole run is stopped. */
+static void interrupt_cell(struct supervision *s, enum lb_limit limit)
+{
+	if (s->interrupted)
+		return;
+	s->interrupted = true;
+	s->cell_limit = limit;
+	double grace = s->io->grace > 0 ? s->io->grace : 2;
+	s->deadline = lb_now_ms() + grace * 1e3;
+	if (s->fd[FD_CTL] < 0 || send(s->fd[FD_CTL], "I\n", 2, MSG_NOSIGNAL) != 2)
+		stop_for(s, limit);
 }
 
 /* Stops the run for `limit` (LB_LIMIT_NONE: the caller's side failed). Which limit fired must
@@ -169,30 +211,85 @@ static void flush_held(struct supervision *s)
 
 /* One chunk of stdout (i = FD_OUT) or stderr (FD_ERR): kept up to the output cap, which stops
  * the run, and passed to the caller's callback. */
-static void read_output(struct supervision *s, int i)
+static ssize_t read_output(struct supervision *s, int i)
 {
 	char chunk[65536];
 	ssize_t r = read(s->fd[i], chunk, sizeof chunk);
-	if (r < 0 && errno == EINTR)
-		return;
+	if (r < 0 && (errno == EINTR || errno == EAGAIN))
+		return -1;
 	if (r <= 0) {
 		close_fd(&s->fd[i]); /* what is held is handed on by flush_held */
-		return;
+		return 0;
 	}
 	size_t keep = (size_t)r;
 	if (s->max_output && s->total_out + keep > s->max_output) {
 		keep = s->max_output - s->total_out;
-		stop_for(s, LB_LIMIT_OUTPUT);
+		/* a cell is interrupted, its interpreter kept; a run is stopped */
+		if (s->cell)
+			interrupt_cell(s, LB_LIMIT_OUTPUT);
+		else
+			stop_for(s, LB_LIMIT_OUTPUT);
 		s->res->truncated = true;
 	}
 	s->total_out += keep;
 	if (keep == 0)
-		return;
+		return r;
 	if (buf_append(&s->out[i], chunk, keep) < 0) {
 		abort_run(s, ENOMEM, "out of memory for the run's output");
-		return;
+		return r;
 	}
 	stream_out(s, i, false);
+	return r;
+}
+
+/* The program's answers to a cell. Its output was written before its answer, so it is in the
+ * pipes now: read to their current end (the fds are non-blocking for cells), and the cell is
+ * over. An answer with another tag is dropped; a malformed one stops the run. */
+static void read_cell_answer(struct supervision *s)
+{
+	char chunk[4096];
+	ssize_t r = read(s->fd[FD_CTL], chunk, sizeof chunk);
+	if (r < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (r <= 0) {
+		close_fd(&s->fd[FD_CTL]); /* the program is going: its status says how */
+		return;
+	}
+	if (buf_append(&s->ctl_in, chunk, (size_t)r) < 0) {
+		abort_run(s, ENOMEM, "out of memory for the cell's answer");
+		return;
+	}
+	size_t off = 0;
+	while (!s->cell_done) {
+		struct lb_cell_answer a;
+		long n = lb_cell_parse(s->ctl_in.data + off, s->ctl_in.len - off, s->io->cell_tag,
+				       &a);
+		if (n == 0)
+			break;
+		if (n < 0) {
+			abort_run(s, EPROTO, "the interactive program broke its protocol");
+			return;
+		}
+		off += (size_t)n;
+		if (!a.matches)
+			continue;
+		if (a.value_len && buf_append(&s->value, a.value, a.value_len) < 0) {
+			abort_run(s, ENOMEM, "out of memory for the cell's value");
+			return;
+		}
+		s->cell_status = a.status;
+		s->cell_cpu_us = a.cpu_us;
+		s->res->probe_found = a.plots;
+		for (int i = FD_OUT; i <= FD_ERR; i++)
+			while (s->fd[i] >= 0 && read_output(s, i) > 0)
+				;
+		flush_held(s);
+		stream_out(s, FD_OUT, true);
+		stream_out(s, FD_ERR, true);
+		s->cell_done = true;
+	}
+	memmove(s->ctl_in.data, s->ctl_in.data + off, s->ctl_in.len - off);
+	s->ctl_in.len -= off;
 }
 
 /* The init's record of the program's end; EOF when the init is gone without one. */
@@ -278,7 +375,11 @@ static void check_clock_and_pids(struct supervision *s)
 	if (s->o.killed)
 		return;
 	if (s->deadline && lb_now_ms() >= s->deadline) {
-		stop_for(s, LB_LIMIT_TIMEOUT);
+		/* a cell is interrupted first; one that outlives its grace ends the run */
+		if (s->cell && !s->interrupted)
+			interrupt_cell(s, LB_LIMIT_TIMEOUT);
+		else
+			stop_for(s, s->cell ? s->cell_limit : LB_LIMIT_TIMEOUT);
 		return;
 	}
 	/* A fork bomb ends the run as soon as it shows. */
@@ -295,6 +396,8 @@ static void check_clock_and_pids(struct supervision *s)
 static bool supervision_over(const struct supervision *s)
 {
 	const int *fd = s->fd;
+	if (s->cell_done)
+		return true;
 	return !(fd[FD_OUT] >= 0 || fd[FD_ERR] >= 0 || (fd[FD_STATUS] >= 0 && !s->o.got_status));
 }
 
@@ -318,8 +421,12 @@ static void handle_ready(struct supervision *s, const struct pollfd pf[N_FDS], i
 		read_status(s);
 	if (n > 0 && fd[FD_IN] >= 0 && (pf[FD_IN].revents & (POLLOUT | POLLERR | POLLHUP)))
 		feed_stdin(s);
-	if (n > 0 && fd[FD_CTL] >= 0 && (pf[FD_CTL].revents & ready))
-		read_exit_report(s);
+	if (n > 0 && fd[FD_CTL] >= 0 && (pf[FD_CTL].revents & ready)) {
+		if (s->cell)
+			read_cell_answer(s);
+		else
+			read_exit_report(s);
+	}
 	check_clock_and_pids(s);
 }
 
@@ -340,6 +447,12 @@ int lb_active_begin(lb_pending *p, const lb_run_io *io, lb_active **out, lb_erro
 		lb_run_abandon(p);
 		return lb_fail(err, ENOMEM, "out of memory");
 	}
+	if (io->cell_tag && p->ctl < 0) {
+		lb_run_abandon(p);
+		free(a);
+		return lb_fail(err, EINVAL,
+			       "a cell needs an interactive program that is still running");
+	}
 	if (p->ctl >= 0) {
 		if (hand_request(p, io, err) < 0) {
 			lb_run_abandon(p);
@@ -350,7 +463,8 @@ int lb_active_begin(lb_pending *p, const lb_run_io *io, lb_active **out, lb_erro
 	}
 	a->io = *io;
 	struct supervision *s = &a->s;
-	*s = (struct supervision){.p = p, .io = &a->io, .res = &a->res, .err = &a->err};
+	*s = (struct supervision){
+		.p = p, .io = &a->io, .res = &a->res, .err = &a->err, .cell = io->cell_tag != NULL};
 	double timeout = io->timeout > 0 ? io->timeout : p->limits.timeout;
 	s->deadline = timeout > 0 ? p->start + timeout * 1e3 : 0;
 	s->max_output = io->output ? io->output : p->limits.output;
@@ -362,6 +476,10 @@ int lb_active_begin(lb_pending *p, const lb_run_io *io, lb_active **out, lb_erro
 	}
 	if (s->fd[FD_IN] >= 0 && (!io->stdin_data || io->stdin_len == 0))
 		close_fd(&s->fd[FD_IN]);
+	/* a cell's output is read to its current end when the answer comes */
+	for (int i = FD_OUT; s->cell && i <= FD_ERR; i++)
+		if (s->fd[i] >= 0)
+			fcntl(s->fd[i], F_SETFL, fcntl(s->fd[i], F_GETFL) | O_NONBLOCK);
 	a->over = supervision_over(s);
 	*out = a;
 	return 0;
@@ -416,6 +534,32 @@ static char *take_buf(struct buf *b, size_t *len)
 	return d;
 }
 
+/* A cell that ended with its program alive: the result, and the fds back to the pending run. */
+static int end_cell(lb_active *a, lb_result *res)
+{
+	struct supervision *s = &a->s;
+	lb_pending *p = s->p;
+	int *owned[N_FDS] = {&p->out, &p->err, &p->status, &p->in, &p->ctl};
+	for (int i = 0; i < N_FDS; i++)
+		*owned[i] = s->fd[i];
+	lb_cgroup_usage usage;
+	lb_cgroup_read(&p->cg, &usage);
+	*res = a->res;
+	res->exit_code = s->cell_status;
+	res->limit = s->cell_limit;
+	res->interrupted = s->interrupted;
+	res->duration_ms = lb_now_ms() - p->start;
+	res->cpu_ms = (double)s->cell_cpu_us / 1e3;
+	res->max_rss = usage.peak;
+	res->out = take_buf(&s->out[0], &res->out_len);
+	res->err = take_buf(&s->out[1], &res->err_len);
+	res->value = s->value.data;
+	res->value_len = s->value.len;
+	free(s->ctl_in.data);
+	free(a);
+	return 0;
+}
+
 int lb_active_end(lb_active *a, lb_result *res, lb_error *err)
 {
 	struct supervision *s = &a->s;
@@ -425,6 +569,11 @@ int lb_active_end(lb_active *a, lb_result *res, lb_error *err)
 		lb_active_abort(a, "the run was ended before it finished");
 	while (!lb_active_step(a, -1))
 		;
+	if (s->cell_done && !s->o.killed && !s->aborted)
+		return end_cell(a, res);
+	/* a cell that did not end with an answer ended its program: its state is gone */
+	if (s->cell)
+		lb_run_stop(p);
 	for (int i = 0; i < N_FDS; i++)
 		close_fd(&s->fd[i]);
 	a->res.duration_ms = lb_now_ms() - p->start;
@@ -450,11 +599,17 @@ int lb_active_end(lb_active *a, lb_result *res, lb_error *err)
 		*res = a->res;
 		res->out = take_buf(&s->out[0], &res->out_len);
 		res->err = take_buf(&s->out[1], &res->err_len);
+		res->state_lost = s->cell;
+		res->interrupted = s->interrupted;
+		if (s->cell && s->interrupted && res->limit == LB_LIMIT_NONE)
+			res->limit = s->cell_limit;
 		rc = 0;
 	}
 	lb_run_abandon(p); /* frees what is left */
 	free(s->out[0].data);
 	free(s->out[1].data);
+	free(s->ctl_in.data);
+	free(s->value.data);
 	free(a);
 	return rc;
 }
@@ -469,6 +624,8 @@ void lb_active_discard(lb_active *a)
 	lb_run_discard(s->p);
 	free(s->out[0].data);
 	free(s->out[1].data);
+	free(s->ctl_in.data);
+	free(s->value.data);
 	free(a);
 }
 
@@ -503,5 +660,6 @@ void lb_result_free(lb_result *res)
 {
 	free(res->out);
 	free(res->err);
-	res->out = res->err = NULL;
+	free(res->value);
+	res->out = res->err = res->value = NULL;
 }

@@ -207,19 +207,21 @@ function _M.run(policy, recipe, layout, code, opts, session_env)
     return run
 end
 
---- plan.warm(policy, recipe, layout, session_env) -> the spec of the recipe's prestarted program
---- (the environment and limits a cold run with no options would get), or nil when it has none
-function _M.warm(policy, recipe, layout, session_env)
-    if not (recipe and recipe.warm) then return nil end
+--- plan.warm(policy, recipe, layout, session_env [, program]) -> the spec of the recipe's
+--- prestarted program (recipe.warm, or `program`: recipe.interactive) with the environment and
+--- limits a cold run with no options would get, or nil when it has none
+function _M.warm(policy, recipe, layout, session_env, program)
+    program = program or (recipe and recipe.warm)
+    if not program then return nil end
     local env, err = _M.env(policy, recipe, layout, session_env, run_env(recipe, layout, {}))
     if not env then return nil, err end
     return {
-        argv = recipes.argv(recipe, layout.code .. "/" .. recipe.file, nil, recipe.warm.run, layout),
+        argv = recipes.argv(recipe, layout.code .. "/" .. recipe.file, nil, program.run, layout),
         env = env,
         cwd = layout.workspace,
         limits = assert(_M.limits(policy, {})),
         probe = recipe.plots and layout.plots or nil,
-        files = recipes.warm_files(recipe, layout),
+        files = recipes.warm_files(recipe, layout, program),
     }
 end
 

@@ -9,6 +9,7 @@ local backends = require "llmbox.backends"
 local artifacts = require "llmbox.artifacts"
 local warm = require "llmbox.warm"
 local plan = require "llmbox.plan"
+local interactive = require "llmbox.interactive"
 local images = require "llmbox.backends.images"
 local images_pull = images.PULL
 
@@ -127,15 +128,18 @@ function _M.new(opts)
     opts = opts or {}
     if type(opts) ~= "table" then error("session options must be a table", 2) end
     for k in pairs(opts) do
-        if not ({ lang = 1, policy = 1, backend = 1, env = 1, pool = 1, keep = 1, container = 1 })[k]
+        if not ({ lang = 1, policy = 1, backend = 1, env = 1, pool = 1, keep = 1, container = 1, interactive = 1 })[k]
             and not IMAGE_OPTS[k] then
             error(format("session: unknown option %q (known: lang, policy, backend, env, pool, image, pull, "
-                .. "keep_image, on_progress, runtime, dockerfile, keep, container)", tostring(k)), 2)
+                .. "keep_image, on_progress, runtime, dockerfile, keep, container, interactive)", tostring(k)), 2)
         end
     end
     check_env(opts.env, 2)
     _M.check_image_opts(opts, "session", 2)
     if opts.keep ~= nil and type(opts.keep) ~= "boolean" then error("session: keep must be a boolean", 2) end
+    if opts.interactive ~= nil and type(opts.interactive) ~= "boolean" then
+        error("session: interactive must be a boolean", 2)
+    end
     if opts.container ~= nil and (type(opts.container) ~= "string" or opts.container == "") then
         error("session: container must be a container's id or name", 2)
     end
@@ -160,13 +164,19 @@ function _M.new(opts)
     local driver
     driver, err = backends.get(opts.backend or backends.default())
     if not driver then return nil, err end
+    if opts.interactive then
+        local ok, ierr = interactive.check(driver, recipe)
+        if not ok then return nil, ierr end
+    end
     local spec
     spec, err = _M.sandbox_spec(driver, policy, recipe, opts)
     if not spec then return nil, err end
     local handle
     handle, err = driver.open(spec)
     if not handle then return nil, "cannot create the sandbox: " .. tostring(err) end
-    return _M.wrap(driver, policy, recipe, handle, opts.env)
+    local s = _M.wrap(driver, policy, recipe, handle, opts.env)
+    s.interactive = opts.interactive or nil
+    return s
 end
 
 -- A session around a handle a driver already opened (pools build theirs ahead of time).
@@ -353,6 +363,10 @@ function Session:run(code, opts, admission)
         if not admission then return nil, err, report end
     end
     local report = admission.report
+    if self.interactive then
+        local ok, cerr = interactive.cell_opts(opts)
+        if not ok then return nil, cerr end
+    end
     if opts.libraries and #opts.libraries > 0 then
         if opts.on_phase then opts.on_phase("install") end
         local inst, ierr = self:install(opts.libraries, opts.on_phase
@@ -364,6 +378,7 @@ function Session:run(code, opts, admission)
         end
         if opts.on_phase then opts.on_phase("run") end
     end
+    if self.interactive then return self:_cell(code, opts, report) end
     local run, err = plan.run(self.policy, recipe, self.layout, code, opts, self.env)
     if not run then return nil, err end
     local res
@@ -409,6 +424,31 @@ function Session:run(code, opts, admission)
         local files_out, ferr = self:_collect(want.artifacts.dir, want.artifacts.max)
         if not files_out then return nil, ferr end
         res.files = files_out
+    end
+    return res
+end
+
+-- An interactive session's run: a cell of its interpreter, started first if there is none (the
+-- session's first cell, or the one after a cell that ended it).
+function Session:_cell(code, opts, report)
+    if not self.handle then return nil, "session is closed" end
+    local limits, err = plan.limits(self.policy, opts)
+    if not limits then return nil, err end
+    if not self._kernel then
+        self._kernel, err = interactive.start(self)
+        if not self._kernel then return nil, err end
+    end
+    self.runs = self.runs + 1
+    local res
+    res, err = interactive.cell(self._kernel, code, limits, opts)
+    if not res or res.state_lost then self._kernel = nil end
+    if not res then return nil, err end
+    if #report.violations > 0 then res.warnings = report.violations end
+    if self.recipe.plots then
+        local plots, perr = {}, nil
+        if res.probe_found then plots, perr = self:_collect(self.layout.plots, self.policy.limits.tmp) end
+        if not plots then return nil, perr end
+        res.plots = artifacts.plots(plots)
     end
     return res
 end
@@ -518,6 +558,10 @@ end
 function Session:close(opts)
     if opts ~= nil and type(opts) ~= "table" then error("close([{ remove = true }])", 2) end
     self:_drop_warm()
+    if self._kernel then
+        self._kernel.pending:abandon()
+        self._kernel = nil
+    end
     if self._on_close then
         -- a lease goes back to its pool, which decides to reset or destroy the sandbox
         local on_close = self._on_close

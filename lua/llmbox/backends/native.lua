@@ -78,6 +78,14 @@ function Pending:finish(io)
     return drive(run, io.on_stdout, io.on_stderr)
 end
 
+-- An interactive program's cell (llmbox.interactive): the program stays for the next one unless
+-- the result says state_lost.
+function Pending:run_cell(io)
+    local run, err, code = self.pending:cell(io)
+    if not run then return nil, err, code end
+    return drive(run, io.on_stdout, io.on_stderr)
+end
+
 -- An open jail. The C session underneath is closed by close() or when it is collected.
 local Handle = {}
 Handle.__index = Handle

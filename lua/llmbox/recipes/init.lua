@@ -47,6 +47,16 @@ _M.schema = {
             if #w.files > 0 then return nil, "files given without run" end
             return false
         end },
+        -- interactive sessions: a program that stays alive and runs cells in one namespace (see
+        -- python/llmbox_kernel.py and runtime/cell.c for the protocol); false: none
+        interactive = { type = "record", fields = {
+            run = { type = "array", of = "string" },
+            files = { type = "array", default = {}, of = hook_file },
+        }, finish = function(w)
+            if w.run then return w end
+            if #w.files > 0 then return nil, "files given without run" end
+            return false
+        end },
         -- the recipe's programs leave plots in $LLMBOX_PLOTS_DIR (collected after each run)
         plots = { type = "boolean", default = false },
         -- install(packages, sources) -> argv of the package manager (see python.lua)
@@ -201,8 +211,9 @@ function _M.files(recipe, path, code, layout)
 end
 
 -- The files a prestarted (warm) program needs: the hooks and its own; the code comes later.
-function _M.warm_files(recipe, layout)
-    return add_shipped(add_shipped({}, recipe, recipe.hooks, layout), recipe, recipe.warm.files, layout)
+function _M.warm_files(recipe, layout, program)
+    program = program or recipe.warm
+    return add_shipped(add_shipped({}, recipe, recipe.hooks, layout), recipe, program.files, layout)
 end
 
 return _M

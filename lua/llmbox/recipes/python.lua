@@ -29,6 +29,11 @@ return {
         run = { "/usr/bin/python3", "-u", "{code}/hooks/llmbox_warm.py" },
         files = { { src = "llmbox_warm.py", dst = "{code}/hooks/llmbox_warm.py" } },
     },
+    -- interactive sessions: one interpreter that runs each cell in the namespace of the last
+    interactive = {
+        run = { "/usr/bin/python3", "-u", "{code}/hooks/llmbox_kernel.py" },
+        files = { { src = "llmbox_kernel.py", dst = "{code}/hooks/llmbox_kernel.py" } },
+    },
     -- Debian keeps matplotlib's default matplotlibrc, and fontconfig its setup, in /etc
     mounts = { "/etc/matplotlibrc", "/etc/fonts" },
     version = { "/usr/bin/python3", "--version" },

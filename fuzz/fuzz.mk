@@ -14,6 +14,7 @@
 #   resolve   the PATH search for argv[0]
 #   report    lb_read_report: child error records over a pipe
 #   http      llmbox serve's request parser (lua_httpparse.c over http-parser), fed in pieces
+#   cell      lb_cell_parse: an interactive program's answers to its cells
 #
 # paths and tar create files for real under FUZZ_TMP (default build/fuzz-tmp; a tmpfs such as
 # FUZZ_TMP=/dev/shm/llmbox-fuzz makes them about 5 times faster).
@@ -28,7 +29,7 @@ FUZZ_SECONDS    ?= 300
 FUZZ_SKIP_KNOWN ?= 0
 FUZZ_TMP        ?= $(CURDIR)/build/fuzz-tmp
 FUZZ_JOBS       ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 1 ] && echo 2 || echo 1)
-FUZZ_TARGETS    := seccomp lua_core paths tar resolve report http
+FUZZ_TARGETS    := seccomp lua_core paths tar resolve report http cell
 DEPS_FUZZ       := clang libclang-rt-14-dev llvm-14
 
 FUZZ_DIR  := build/fuzz
@@ -47,6 +48,7 @@ fuzz_libs_lua_core     = $(LUA_LIBS)
 fuzz_extra_http       := runtime/lua_httpparse.c
 fuzz_libs_http         = $(LUA_LIBS)
 fuzz_flags_report     := -max_len=8192
+fuzz_flags_cell       := -max_len=4096
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\
 	$(filter-out $(fuzz_includes_$(1)),$(FUZZ_RUNTIME)) $(fuzz_extra_$(1)))
 

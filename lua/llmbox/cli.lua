@@ -33,6 +33,10 @@ Commands:
                      and where the workspace, code and plots are inside their sandboxes
   script FILE.lua [ARGS...]
                      run an operator's Lua script with `llmbox` loaded and `arg` set
+  repl [-l LANG] [-p POLICY] [-t SECONDS] [--json] [-q]
+                     an interactive session: one interpreter, cells from the terminal
+                     (">>> ") or from stdin (separated by "# %%" lines); each cell's value
+                     is printed after its output
   doctor [--json]    what this host supports and how to fix what is missing
   serve [--listen unix:/path | HOST:PORT]... [--config FILE]
                      the daemon: HTTP/JSON on a unix socket (default /run/llmbox/llmbox.sock
@@ -430,6 +434,7 @@ function _M.main(argv)
     local handler = ({ run = _M.run, exec = _M.exec, check = _M.check, langs = _M.langs,
         policies = _M.policies, backends = _M.backends, script = _M.script, tools = _M.tools,
         serve = function(a) return require("llmbox.serve").main(a) end,
+        repl = function(a) return require("llmbox.cli.repl").main(a, die) end,
         mcp = function(a)
             if a[1] then return die("mcp takes no arguments; it is configured by environment variables (see the README)") end
             return require("llmbox.mcp.server").main()

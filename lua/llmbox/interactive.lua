@@ -76,6 +76,34 @@ function _M.cell_opts(opts)
     return true
 end
 
+--- interactive.magics(recipe, code) -> code, libraries | nil, err: a Python cell's own
+--- `%pip install NAME...` lines (as in a notebook; `!pip install` too), taken out of the code: the
+--- session installs those libraries (under its policy) before the rest of the cell runs
+function _M.magics(recipe, code)
+    if recipe.name ~= "python" then return code, nil end
+    local libs, kept, found = {}, {}, false
+    for line in (code .. "\n"):gmatch("(.-)\n") do
+        local rest = line:match("^[%%!]pip3?%s+install%s+(.-)%s*$")
+        if rest then
+            found = true
+            for word in rest:gmatch("%S+") do
+                if word == "-q" or word == "--quiet" then -- pip's own chatter: never shown anyway
+                elseif word:sub(1, 1) == "-" then
+                    return nil, format("%%pip install %s: only package names (and -q) are taken here; the policy "
+                        .. "says where packages come from", word)
+                else
+                    libs[#libs + 1] = word
+                end
+            end
+            kept[#kept + 1] = ""
+        else
+            kept[#kept + 1] = line
+        end
+    end
+    if not found then return code, nil end
+    return concat(kept, "\n"), libs
+end
+
 --- interactive.cell(kernel, code, limits, opts) -> result | nil, err: one cell, supervised with
 --- the run's timeout and output limits
 function _M.cell(k, code, limits, opts)

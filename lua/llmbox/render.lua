@@ -28,9 +28,11 @@ end
 
 --- render.result(r) -> the result object: exit_code, stdout, stderr, timed_out, limit, duration_ms,
 --- truncated, signal, phase, cpu_ms (absent when unknown), plots, warnings (when there are any);
---- container (a kept or attached one's id), committed and commit_error (a commit's), when set.
+--- container (a kept or attached one's id), committed and commit_error (a commit's), when set;
+--- an interactive cell's: cell (its number), value (the repr of its last expression, when it had
+--- one), state_lost (true when the cell ended the interpreter), interrupted.
 function _M.result(r)
-    return {
+    local out = {
         exit_code = r.exit_code,
         stdout = util.utf8_repair(r.stdout or ""),
         stderr = util.utf8_repair(r.stderr or ""),
@@ -44,7 +46,12 @@ function _M.result(r)
         plots = _M.plots(r.plots),
         warnings = r.warnings and json.array(r.warnings) or nil,
         container = r.container, committed = r.committed, commit_error = r.commit_error,
+        cell = r.cell, value = r.value and util.utf8_repair(r.value) or nil,
     }
+    if r.cell then
+        out.state_lost, out.interrupted = r.state_lost == true, r.interrupted == true
+    end
+    return out
 end
 
 --- render.json(r) -> the result object as one line of JSON text.

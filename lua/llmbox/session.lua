@@ -357,6 +357,21 @@ function Session:run(code, opts, admission)
     opts = check_opts(opts, 2, self.layout.workspace)
     local recipe = self.recipe
     if not recipe then return nil, "this session has no language: create it with llmbox.session{ lang = ... }" end
+    if self.interactive then
+        -- a cell's %pip install lines: installed first, like opts.libraries
+        local libs
+        code, libs = interactive.magics(recipe, code)
+        if not code then return nil, libs end
+        if libs then
+            local copy = {} -- (the caller's table stays as it was)
+            for k, v in pairs(opts) do copy[k] = v end
+            opts = copy
+            local all = {}
+            for _, l in ipairs(opts.libraries or {}) do all[#all + 1] = l end
+            for _, l in ipairs(libs) do all[#all + 1] = l end
+            opts.libraries = all
+        end
+    end
     if not admit.covers(admission, code, recipe, self.policy) then
         local err, report
         admission, err, report = admit.run(code, recipe, self.policy, opts.libraries)

@@ -87,11 +87,12 @@ function _M.magics(recipe, code)
         if rest then
             found = true
             for word in rest:gmatch("%S+") do
-                if word == "-q" or word == "--quiet" then -- pip's own chatter: never shown anyway
-                elseif word:sub(1, 1) == "-" then
+                -- (-q: pip's own chatter, which is never shown anyway)
+                local quiet = word == "-q" or word == "--quiet"
+                if not quiet and word:sub(1, 1) == "-" then
                     return nil, format("%%pip install %s: only package names (and -q) are taken here; the policy "
                         .. "says where packages come from", word)
-                else
+                elseif not quiet then
                     libs[#libs + 1] = word
                 end
             end

@@ -109,17 +109,17 @@ function handlers.create_session(args, call)
             .. "close_session", S.nsessions))
     end
     progress.send(call, "starting the sandbox")
-    local w, err = workers.open(call, args.language or "python", policy)
+    local w, err = workers.open(call, args.language or "python", policy, nil, args.interactive or nil)
     if not w then return results.error(err) end
     call.worker = nil -- cancelling create_session after this point leaves the session open
     local sess = { id = new_id(), worker = w, language = args.language or "python", policy = policy,
-        last_used = now(), queue = {}, owner = call.peer }
+        last_used = now(), queue = {}, owner = call.peer, interactive = args.interactive == true }
     S.sessions[sess.id] = sess
     S.nsessions = S.nsessions + 1
     w.on_exit = function() _M.close(sess, "its sandbox worker exited") end
     log("session %s opened (%s, policy %s)", sess.id, sess.language, policy)
     return results.json({ session_id = sess.id, language = sess.language, policy = policy,
-        idle_timeout = S.cfg.session_idle })
+        idle_timeout = S.cfg.session_idle, interactive = sess.interactive })
 end
 
 function handlers.run_in_session(args, call)

@@ -53,6 +53,12 @@ local RUN_RESULT = object({
     plots = { type = "integer", description = "How many plots came back (each as an image content block)." },
     warnings = { type = "array", items = { type = "object" },
         description = "Code-check findings the policy reports without refusing." },
+    cell = { type = "integer", description = "Interactive sessions: the cell's number in its interpreter." },
+    value = { type = "string",
+        description = "Interactive sessions: the repr of the cell's last expression, when it was one (not None)." },
+    state_lost = { type = "boolean",
+        description = "Interactive sessions: the cell ended the interpreter (a limit); the next cell starts afresh." },
+    interrupted = { type = "boolean", description = "Interactive sessions: a limit interrupted the cell." },
 }, { "exit_code", "stdout", "stderr", "timed_out", "limit", "duration_ms" })
 RUN_RESULT.additionalProperties = nil
 
@@ -121,10 +127,14 @@ _M.definitions = {
             language = LANGUAGE,
             policy = { type = "string", minLength = 1,
                 description = "A security policy the server allows (default: the server's)." },
+            interactive = { type = "boolean", description = "Keep one interpreter alive (Python): each "
+                .. "run_in_session is a cell that sees the variables, imports and functions of the cells before "
+                .. "it, and returns the repr of its last expression as value." },
         }),
         output = object({
             session_id = { type = "string" }, language = { type = "string" }, policy = { type = "string" },
             idle_timeout = { type = "number", description = "Seconds of inactivity before the session is closed." },
+            interactive = { type = "boolean" },
         }, { "session_id" }),
         annotations = { readOnlyHint = false, destructiveHint = false, idempotentHint = false, openWorldHint = false },
     },

@@ -5,7 +5,8 @@
 -- process killed with SIGKILL leaves no sandbox process behind.
 --
 -- Protocol: one JSON object per line on stdin, answered in order on stdout.
---   {"id":1,"op":"open","lang":"python","policy":"default","memory":N,"cpus":N} -> {"id":1,"result":{...}}
+--   {"id":1,"op":"open","lang":"python","policy":"default","memory":N,"cpus":N[,"interactive":true]}
+--     -> {"id":1,"result":{...}}
 --        ("deferred":true: for one run; the sandbox is made when the run's code has been admitted)
 --        ("pool":true: instead of one session, a pool of two ready sandboxes; each run then gets a
 --        fresh sandbox, warm-started where the language can, and the pool refills after answering)
@@ -73,10 +74,11 @@ function Worker:open(req)
         return { language = recipe.name, policy = p.name }
     end
     local s
-    s, err = llmbox.session({ lang = req.lang, policy = p, backend = req.backend or "native" })
+    s, err = llmbox.session({ lang = req.lang, policy = p, backend = req.backend or "native",
+        interactive = req.interactive or nil })
     if not s then return nil, err end
     self.session = s
-    return { language = s.recipe and s.recipe.name or json.null, policy = p.name }
+    return { language = s.recipe and s.recipe.name or json.null, policy = p.name, interactive = req.interactive }
 end
 
 -- What runs will be held to: the open session's, the pool's or the deferred session's.

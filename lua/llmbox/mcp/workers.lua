@@ -138,12 +138,12 @@ end
 
 --- open(call, lang, policy [, deferred]) -> a worker holding an open session | nil, err; with
 --- `deferred` (one run), the worker makes the sandbox only once the code is admitted
-function _M.open(call, lang, policy, deferred)
+function _M.open(call, lang, policy, deferred, interactive)
     local w, err = _M.spawn()
     if not w then return nil, err end
     call.worker = w
     local res, oerr = w:request({ op = "open", lang = lang, policy = policy, memory = S.cfg.memory,
-        cpus = S.cfg.cpus, backend = S.cfg.backend, deferred = deferred })
+        cpus = S.cfg.cpus, backend = S.cfg.backend, deferred = deferred, interactive = interactive })
     if not res then
         w:kill()
         return nil, oerr

@@ -112,7 +112,7 @@ function _M.routes(api)
     r["POST /v1/sessions"] = function(req)
         local doc, status, body = api.json_body(req, true)
         if not doc then return status, body end
-        local f, ferr = api.fields(doc, { lang = { "string" }, policy = { "string" } })
+        local f, ferr = api.fields(doc, { lang = { "string" }, policy = { "string" }, interactive = { "boolean" } })
         if not f then return 400, api.err_body("bad_request", ferr) end
         local policy, pstatus, pbody = api.allowed_policy(f.policy, req.tenant)
         if not policy then return pstatus, pbody end
@@ -123,7 +123,7 @@ function _M.routes(api)
             return 503, api.err_body("too_many_sessions", format("too many open sessions (%d, "
                 .. "LLMBOX_MCP_MAX_SESSIONS): close one with DELETE /v1/sessions/{id}", count))
         end
-        local w, err = workers.open({}, recipe.name, policy)
+        local w, err = workers.open({}, recipe.name, policy, nil, f.interactive or nil)
         if not w then return 422, api.err_body("failed", tostring(err)) end
         local sess = { id = new_id(), worker = w, language = recipe.name, policy = policy, last_used = ctx.now(),
             queue = {}, tenant = req.tenant and req.tenant.tenant }
@@ -135,7 +135,7 @@ function _M.routes(api)
             return 499, api.err_body("cancelled", "the client disconnected")
         end
         return 201, json.encode({ id = sess.id, language = sess.language, policy = policy,
-            idle_timeout = S.cfg.session_idle })
+            idle_timeout = S.cfg.session_idle, interactive = f.interactive == true })
     end
 
     r["DELETE /v1/sessions/*"] = function(req, id)

@@ -320,7 +320,7 @@ function _M.langs(args)
             version = version, description = r.description, example = r.example or json.null,
             package_manager = r.details.package_manager or json.null,
             preinstalled = setmetatable(r.details.preinstalled or {}, json.array_mt),
-            plots = r.plots, libraries = r.install ~= nil,
+            plots = r.plots, libraries = r.install ~= nil, interactive = r.interactive ~= false,
         }
     end
     if s then s:close() end
@@ -328,8 +328,9 @@ function _M.langs(args)
         io.stdout:write(json.encode(setmetatable(out, json.array_mt)), "\n")
     else
         for _, r in ipairs(out) do
-            io.stdout:write(format("%-10s %-28s %s\n", r.name,
-                r.version ~= json.null and r.version or "(unavailable)", concat(r.extensions, " ")))
+            io.stdout:write(format("%-10s %-28s %-12s %s\n", r.name,
+                r.version ~= json.null and r.version or "(unavailable)", r.interactive and "interactive" or "",
+                concat(r.extensions, " ")))
         end
     end
     return 0

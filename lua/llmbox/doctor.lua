@@ -207,6 +207,11 @@ function _M.report()
         for _, c in ipairs(b.capabilities) do has[c] = true end
         local pools = b.status ~= "available" and "" or has.pool
             and ("; pools: yes, warm start for " .. (#warm > 0 and table.concat(warm, ", ") or "none")) or "; pools: no"
+        if b.status == "available" then
+            local langs = require("llmbox.interactive").languages()
+            pools = pools .. (has.interactive and ("; interactive sessions: " .. table.concat(langs, ", "))
+                or "; interactive sessions: no")
+        end
         if b.name == "native" then
             backends[#backends + 1] = { name = b.name, source = "jail", ok = native_ok, detail = (native_ok
                 and "usable: a test jail ran" or "not usable on this host: see the failed checks above") .. pools }

@@ -163,12 +163,14 @@ describe("llmbox CLI #unpriv", function()
         assert.matches("pip", by.python.package_manager)
         assert.is_true(#by.python.preinstalled > 0)
         assert.is_string(by.python.example)
+        assert.is_true(by.python.interactive)
+        assert.is_false(by.shell.interactive)
         for _, name in ipairs({ "javascript", "java", "cpp", "go", "r", "ruby" }) do
             assert.is_string(by[name] and by[name].version, name .. " has no version")
         end
         st, out = cli({ "langs" })
         assert.equal(0, st)
-        assert.matches("python", out)
+        assert.matches("python%s+Python 3%.%S+%s+interactive", out)
     end)
 
     it("lists the backends: status, usable here, capabilities and layout", function()

@@ -135,7 +135,8 @@ routes["GET /v1/languages"] = function()
     local out = json.array()
     for _, r in ipairs(require("llmbox").langs()) do
         out[#out + 1] = { name = r.name, aliases = json.array(r.aliases), extensions = json.array(r.extensions),
-            description = r.description, plots = r.plots, libraries = r.install ~= nil }
+            description = r.description, plots = r.plots, libraries = r.install ~= nil,
+            interactive = r.interactive ~= false }
     end
     return 200, json.encode(out)
 end

@@ -285,6 +285,38 @@ do
     s:close()
 end
 
+-- 2b. interactive sessions (issue 15): cells of one interpreter
+log("bench: interactive cells (%d each)", N.session)
+local cell_inc = row("cell_inc", "interactive session: cell x = x + 1", { section = "session", short = "cell: x = x + 1" })
+local cell_plot = row("cell_plot", "interactive session: cell plotting a line (matplotlib, after the first)",
+    { section = "session", short = "cell: plot a line" })
+do
+    local s, serr = llmbox.session({ lang = "python", interactive = true })
+    if not s then
+        record(cell_inc, 0, false, serr)
+    else
+        assert(s:run("x = 0\nimport matplotlib.pyplot as plt\nplt.plot([1, 2])\nNone"))
+        for i = 1, N.warmup + N.session do
+            quiesce()
+            local t0 = now()
+            local res, rerr = s:run("x = x + 1")
+            local ms = now() - t0
+            if i > N.warmup then record(cell_inc, ms, res and res.exit_code == 0, res and res.stderr or rerr) end
+        end
+        for i = 1, N.warmup + math.max(5, math.floor(N.session / 3)) do
+            quiesce()
+            local t0 = now()
+            local res, rerr = s:run("plt.plot([1, 3, 2])\nNone")
+            local ms = now() - t0
+            if i > N.warmup then
+                record(cell_plot, ms, res and res.exit_code == 0 and #res.plots == 1,
+                    res and ("exit " .. res.exit_code .. ", " .. #res.plots .. " plots " .. res.stderr) or rerr)
+            end
+        end
+        s:close()
+    end
+end
+
 -- what the daemon's load rows found (goals below)
 local SERVE = {}
 
@@ -628,6 +660,16 @@ do
             sr.median and fmt("%.2f ms [%.2f, %.2f]", sr.median, sr.lo, sr.hi) or "n/a",
             sr.median ~= nil and sr.median <= 3, sr.label)
     end
+    -- interactive sessions (issue 15)
+    for _, g in ipairs({ { "cell_inc", "interactive: cell x = x + 1", 1 }, { "cell_plot", "interactive: cell plotting a line", 30 } }) do
+        local r = by_id[g[1]]
+        if r then
+            goal(g[2], fmt("<= %d ms", g[3]), r.median and fmt("%.2f ms [%.2f, %.2f]", r.median, r.lo, r.hi) or "n/a",
+                r.median ~= nil and r.median <= g[3], r.label)
+        end
+    end
+    goal("interactive: first cell of a pooled interactive session", "<= 3 ms", "n/a", false,
+        "not built: pools do not hand out interactive sessions yet")
     local sc = by_id.serve_cli
     if sc then
         goal("daemon: llmbox run --server, end to end", "<= 12 ms",

@@ -43,19 +43,32 @@ function _M.check(driver, recipe)
     return true
 end
 
---- interactive.start(session) -> kernel | nil, err: the session's interpreter, started and ready
-function _M.start(s)
+--- interactive.prestart(session) -> kernel | nil, err: the session's interpreter, started (not
+--- waited for: pools start it ahead of the first cell)
+function _M.prestart(s)
     local spec, err = plan.warm(s.policy, s.recipe, s.layout, s.env, s.recipe.interactive)
     if not spec then return nil, err end
     local pending
     pending, err = s.handle:prestart(spec)
     if not pending then return nil, "cannot start the interactive interpreter: " .. tostring(err) end
-    local state = pending:wait(_M.START_WAIT_MS)
+    return { pending = pending, cells = 0 }
+end
+
+--- interactive.ready(kernel) -> true when it can take a cell (waiting for one still starting)
+function _M.ready(k)
+    return k.pending:wait(_M.START_WAIT_MS) == "ready"
+end
+
+--- interactive.start(session) -> kernel | nil, err: the session's interpreter, started and ready
+function _M.start(s)
+    local k, err = _M.prestart(s)
+    if not k then return nil, err end
+    local state = k.pending:wait(_M.START_WAIT_MS)
     if state ~= "ready" then
-        pending:abandon()
+        k.pending:abandon()
         return nil, format("the interactive interpreter did not start (%s)", state)
     end
-    return { pending = pending, cells = 0 }
+    return k
 end
 
 -- Options a cell cannot honour: it runs in the interpreter that is already there.

@@ -89,7 +89,7 @@ _M.schema = {
 local HOOK_TIMEOUT = 0.1 -- seconds a pool policy's hook may take
 
 local OPTION_KEYS = { lang = 1, backend = 1, policy = 1, pool_policy = 1, env = 1, resume = 1, image = 1, pull = 1,
-    runtime = 1 }
+    runtime = 1, interactive = 1 }
 
 -- policies/pools/NAME.lua in the policy directories, or a path
 local function find_pool_policy(what)
@@ -156,6 +156,13 @@ function _M.new(opts)
     if not (driver.capabilities and driver.capabilities.pool) then
         return nil, format("backend %q does not support pools", driver.name)
     end
+    if opts.interactive ~= nil and type(opts.interactive) ~= "boolean" then
+        error("pool: interactive must be a boolean", 2)
+    end
+    if opts.interactive then
+        local ok, ierr = require("llmbox.interactive").check(driver, recipe)
+        if not ok then return nil, ierr end
+    end
     if opts.image and not driver.capabilities.images then
         return nil, format("backend %q runs no images (image %q): leave image out, or use a backend that "
             .. "runs them", driver.name, opts.image)
@@ -175,7 +182,7 @@ function _M.new(opts)
     if not spec then return nil, err end
     local self = setmetatable({
         settings = settings, recipe = recipe, driver = driver, policy = sec, env = opts.env,
-        spec = spec,
+        spec = spec, interactive = opts.interactive or nil,
         resume = opts.resume,
         idle = {},     -- ready slots, oldest first
         dirty = {},    -- slots given back for reuse, emptied by maintain() (or a miss)
@@ -208,6 +215,7 @@ function Pool:_new_slot(temporary)
     end
     local slot = { session = session.wrap(self.driver, self.policy, self.recipe, handle, self.env),
         created = now_ms(), uses = 0, temporary = temporary }
+    slot.session.interactive = self.interactive
     local ok, perr = self:_ready(slot)
     if not ok then
         slot.session:close()
@@ -230,7 +238,11 @@ function Pool:_ready(slot)
             return nil, format("pool: installing libraries failed (exit %d): %s", r.exit_code, r.stderr)
         end
     end
-    if self.settings.warm then
+    if self.interactive then
+        -- an interactive pool's sandboxes hold their interpreter, started and waiting for cells
+        local ok, err = s:prestart_interactive()
+        if not ok then return nil, "pool: starting the interactive interpreter: " .. tostring(err) end
+    elseif self.settings.warm then
         local ok, err = s:prestart()
         if ok == nil then return nil, "pool: starting the warm program: " .. tostring(err) end
     end

@@ -280,7 +280,18 @@ end
 --- s:healthy() -> true when the sandbox (and its warm program, if any) can still serve a run
 function Session:healthy()
     if not self.handle or self.handle:closed() then return false end
+    if self._kernel and self._kernel.pending:wait(0) == "dead" then return false end
     return self:warm_state() ~= "dead"
+end
+
+--- s:prestart_interactive() -> true | nil, err: starts an interactive session's interpreter ahead
+--- of its first cell, without waiting for it (interactive pools)
+function Session:prestart_interactive()
+    if self._kernel then return true end
+    local k, err = interactive.prestart(self)
+    if not k then return nil, err end
+    self._kernel = k
+    return true
 end
 
 --- s:reset() -> true | nil, err: empties the workspace and /tmp for the sandbox's next user and
@@ -288,6 +299,7 @@ end
 function Session:reset()
     if not self.handle then return nil, "session is closed" end
     self:_drop_warm()
+    self:_drop_kernel()
     return self.handle:reset()
 end
 
@@ -295,6 +307,14 @@ function Session:_drop_warm()
     if self._warm then
         self._warm.pending:abandon()
         self._warm = nil
+    end
+end
+
+-- An interactive session's interpreter, and with it the cells' state.
+function Session:_drop_kernel()
+    if self._kernel then
+        self._kernel.pending:abandon()
+        self._kernel = nil
     end
 end
 
@@ -307,6 +327,8 @@ function Session:handoff(env, on_close)
     if not self.handle then return nil, "session is closed" end
     local s = _M.wrap(self.driver, self.policy, self.recipe, self.handle, env or self.env)
     s._warm, self._warm = self._warm, nil
+    s._kernel, self._kernel = self._kernel, nil
+    s.interactive = self.interactive
     if s._warm then s._warm.wait_ms = warm.LEASE_WAIT_MS end
     s._on_close = on_close
     self.handle = nil
@@ -449,6 +471,7 @@ function Session:_cell(code, opts, report)
     if not self.handle then return nil, "session is closed" end
     local limits, err = plan.limits(self.policy, opts)
     if not limits then return nil, err end
+    if self._kernel and not interactive.ready(self._kernel) then self:_drop_kernel() end
     if not self._kernel then
         self._kernel, err = interactive.start(self)
         if not self._kernel then return nil, err end
@@ -573,10 +596,7 @@ end
 function Session:close(opts)
     if opts ~= nil and type(opts) ~= "table" then error("close([{ remove = true }])", 2) end
     self:_drop_warm()
-    if self._kernel then
-        self._kernel.pending:abandon()
-        self._kernel = nil
-    end
+    self:_drop_kernel()
     if self._on_close then
         -- a lease goes back to its pool, which decides to reset or destroy the sandbox
         local on_close = self._on_close

@@ -15,6 +15,11 @@ return {
         { src = "node.sh", dst = "{code}/hooks/node.sh" },
         { src = "esm.cjs", dst = "{code}/hooks/esm.cjs" },
     },
+    -- interactive sessions: one node process whose global scope the cells share (llmbox_kernel.cjs)
+    interactive = {
+        run = { "/bin/sh", "{code}/hooks/node.sh", "{code}/hooks/llmbox_kernel.cjs" },
+        files = { { src = "llmbox_kernel.cjs", dst = "{code}/hooks/llmbox_kernel.cjs" } },
+    },
     env = {
         NODE_OPTIONS = "",             -- nothing from the policy's environment changes node's flags
         NODE_DISABLE_COLORS = "1",     -- plain text in captured output

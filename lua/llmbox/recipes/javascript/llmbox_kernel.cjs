@@ -55,8 +55,9 @@ for (;;) {
 let interruptWait = null;
 process.on("SIGINT", () => { if (interruptWait) interruptWait(); });
 
-globalThis.require = require;
-globalThis.module = module;
+// require() resolves from the workspace, as a script's there would: /sandbox/node_modules (which
+// s:install fills) is found, also when it appears after the first cell
+globalThis.require = require("module").createRequire(process.cwd() + "/");
 
 function cpuMicros() {
     const u = process.cpuUsage();

@@ -242,6 +242,9 @@ static ssize_t read_output(struct supervision *s, int i)
 	return r;
 }
 
+/* At most this many reads of each stream when a cell's answer comes: a pipe holds 64 KiB. */
+#define DRAIN_READS 16
+
 /* The program's answers to a cell. Its output was written before its answer, so it is in the
  * pipes now: read to their current end (the fds are non-blocking for cells), and the cell is
  * over. An answer with another tag is dropped; a malformed one stops the run. */
@@ -280,8 +283,11 @@ static void read_cell_answer(struct supervision *s)
 		s->cell_status = a.status;
 		s->cell_cpu_us = a.cpu_us;
 		s->res->probe_found = a.plots;
+		/* bounded: a thread of the program that goes on writing must not keep the
+		 * supervisor here (what it writes later belongs to the next cell) */
 		for (int i = FD_OUT; i <= FD_ERR; i++)
-			while (s->fd[i] >= 0 && read_output(s, i) > 0)
+			for (int k = 0; k < DRAIN_READS && s->fd[i] >= 0 && read_output(s, i) > 0;
+			     k++)
 				;
 		flush_held(s);
 		stream_out(s, FD_OUT, true);

@@ -93,6 +93,17 @@ describe("interactive sessions #unpriv", function()
         assert.equal("7", assert(s:run("v")).value)
     end)
 
+    it("are not held up by a thread that goes on writing after its cell", function()
+        assert(s:run("import sys, threading\ndef spam():\n    while True:\n        sys.stdout.write('x' * 1000)\n"
+            .. "threading.Thread(target=spam, daemon=True).start()"))
+        for i = 1, 3 do
+            local r = assert(s:run("'cell " .. i .. "'", { output = 100000 }))
+            assert.equal("'cell " .. i .. "'", r.value)
+            assert.is_true(#r.stdout <= 100000)
+            assert.is_nil(r.state_lost)
+        end
+    end)
+
     it("bring each cell's plots back, and only that cell's", function()
         local r = assert(s:run("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('one')"))
         assert.equal(0, r.exit_code, r.stderr)

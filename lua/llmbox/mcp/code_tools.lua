@@ -62,7 +62,7 @@ local function language_info(r)
     return {
         name = r.name, description = r.description,
         aliases = json.array(r.aliases), extensions = json.array(r.extensions),
-        plots = r.plots, libraries = r.install ~= nil,
+        plots = r.plots, libraries = r.install ~= nil, interactive = r.interactive ~= false,
     }
 end
 

@@ -69,6 +69,7 @@ local LANGUAGE_INFO = {
         aliases = { type = "array", items = { type = "string" } },
         extensions = { type = "array", items = { type = "string" } },
         plots = { type = "boolean" }, libraries = { type = "boolean" },
+        interactive = { type = "boolean", description = "create_session can keep its interpreter (interactive: true)." },
     },
     required = array({ "name" }),
 }

@@ -16,6 +16,18 @@ local hook_file = { type = "record", fields = {
     dst = { type = "string", required = true, pattern = "^{code}/",
         pattern_desc = "a path under {code}/ (the backend's code directory)" },
 } }
+
+-- A program the recipe starts ahead of its code (warm, interactive): its argv, and the files it
+-- needs besides the hooks; false when the recipe has none.
+local program_spec = { type = "record", fields = {
+    run = { type = "array", of = "string" },
+    files = { type = "array", default = {}, of = hook_file },
+}, finish = function(w)
+    if w.run then return w end
+    if #w.files > 0 then return nil, "files given without run" end
+    return false
+end }
+
 _M.schema = {
     type = "record",
     fields = {
@@ -39,24 +51,10 @@ _M.schema = {
         -- pools: a program started ahead of time that waits for its code (see pool.lua and
         -- python/llmbox_warm.py): its argv, and the files it needs besides the hooks
         -- (false when the recipe has none)
-        warm = { type = "record", fields = {
-            run = { type = "array", of = "string" },
-            files = { type = "array", default = {}, of = hook_file },
-        }, finish = function(w)
-            if w.run then return w end
-            if #w.files > 0 then return nil, "files given without run" end
-            return false
-        end },
+        warm = program_spec,
         -- interactive sessions: a program that stays alive and runs cells in one namespace (see
         -- python/llmbox_kernel.py and runtime/cell.c for the protocol); false: none
-        interactive = { type = "record", fields = {
-            run = { type = "array", of = "string" },
-            files = { type = "array", default = {}, of = hook_file },
-        }, finish = function(w)
-            if w.run then return w end
-            if #w.files > 0 then return nil, "files given without run" end
-            return false
-        end },
+        interactive = program_spec,
         -- the recipe's programs leave plots in $LLMBOX_PLOTS_DIR (collected after each run)
         plots = { type = "boolean", default = false },
         -- install(packages, sources) -> argv of the package manager (see python.lua)

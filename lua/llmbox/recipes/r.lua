@@ -13,6 +13,13 @@ return {
     -- fontconfig's configuration, for text in png()/ggsave() plots. Config only, nothing secret.
     mounts = { "/etc/R", "/etc/fonts" },
     hooks = { { src = "Rprofile", dst = "{code}/hooks/Rprofile" } },
+    -- interactive sessions: one R process keeps the cells' state; a small relay in the host's
+    -- Python speaks llmbox's cell protocol for it (R has no threads to read a socket with)
+    interactive = {
+        run = { "/usr/bin/python3", "-u", "{code}/hooks/llmbox_kernel_r.py" },
+        files = { { src = "llmbox_kernel_r.py", dst = "{code}/hooks/llmbox_kernel_r.py" },
+            { src = "llmbox_kernel.R", dst = "{code}/hooks/llmbox_kernel.R" } },
+    },
     plots = true,
     env = {
         R_PROFILE_USER = "{code}/hooks/Rprofile",

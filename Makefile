@@ -41,7 +41,7 @@ CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtim
 HTTP_SRC := runtime/http.c runtime/lua_http.c runtime/lua_util.c runtime/util.c
 CORE_OBJ := $(CORE_SRC:%.c=build/obj/%.o)
 HTTP_OBJ := $(HTTP_SRC:%.c=build/obj/%.o)
-HEADERS  := runtime/llmbox.h runtime/internal.h runtime/run.h backends/backend.h
+HEADERS  := runtime/llmbox.h runtime/internal.h runtime/run.h runtime/supervision.h backends/backend.h
 
 BIN    := build/bin/llmbox
 MODULE := build/lib/llmbox/core.so

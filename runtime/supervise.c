@@ -5,7 +5,7 @@
  * enforces fires (the wall clock, the output cap, a fork the pids limit refused) — and end: the
  * verdict (verdict.c) and the teardown (chain.c). lb_run_finish is a small loop over them. */
 #define _GNU_SOURCE
-#include "run.h"
+#include "supervision.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -20,12 +20,7 @@ const char *lb_limit_name(enum lb_limit l)
 	return (unsigned)l < sizeof names / sizeof names[0] ? names[l] : NULL;
 }
 
-struct buf {
-	char *data;
-	size_t len, cap;
-};
-
-static int buf_append(struct buf *b, const char *p, size_t n)
+int lb_buf_append(struct buf *b, const char *p, size_t n)
 {
 	if (b->len + n + 1 > b->cap) {
 		size_t cap = b->cap ? b->cap : 4096;
@@ -42,62 +37,6 @@ static int buf_append(struct buf *b, const char *p, size_t n)
 	b->data[b->len] = '\0';
 	return 0;
 }
-
-enum { FD_OUT, FD_ERR, FD_STATUS, FD_IN, FD_CTL, N_FDS };
-
-/* Streamed output reaches on_output in whole lines where it can. Programs often write a line in
- * pieces (python -u writes the text, then "\n"), and a caller that copies each chunk to a shared
- * pipe (parallel `llmbox run | ...`) would interleave half lines. So a chunk is handed on up to
- * its last newline, and the partial line after it waits for its end at most LINE_WAIT_MS (a
- * prompt without a newline is not held back noticeably; 20 ms proved too short for a loaded
- * 2-core machine, where a print's two writes can be that far apart) or until LINE_HOLD_MAX
- * bytes. Only the chunking changes: the stored output, the limits and the order of bytes are
- * the same. */
-#define LINE_WAIT_MS  50
-#define LINE_HOLD_MAX 65536
-
-struct stream_state {
-	size_t sent;	   /* bytes of the stream's buffer handed to on_output */
-	double held_since; /* when the oldest byte not yet handed on arrived; 0: none */
-};
-
-/* pids.events is read at most this often while a run goes on, not on every chunk of output. */
-#define PIDS_CHECK_MS 100
-
-struct supervision {
-	lb_pending *p;
-	const lb_run_io *io;
-	lb_result *res;
-	lb_error *err;
-	int fd[N_FDS]; /* the host's ends, taken over from p; -1 once closed */
-	struct buf out[2];
-	struct stream_state streams[2];
-	double deadline; /* 0: none */
-	uint64_t max_output, total_out;
-	size_t stdin_off;
-	double pids_checked;
-	bool aborted; /* the caller's side failed: err is filled */
-	struct run_outcome o;
-	char report_line[128];
-	size_t report_len;
-	/* interactive cells (io->cell_tag): the run goes on after the cell's answer */
-	bool cell, cell_done, interrupted;
-	int cell_status;
-	unsigned long long cell_cpu_us;
-	enum lb_limit cell_limit; /* what interrupted the cell */
-	struct buf ctl_in;	  /* the program's answers, as they come */
-	struct buf value;
-};
-
-static void close_fd(int *fd)
-{
-	if (*fd >= 0) {
-		close(*fd);
-		*fd = -1;
-	}
-}
-
-static void stop_for(struct supervision *s, enum lb_limit limit);
 
 static int send_all(int fd, const char *d, size_t len, lb_error *err)
 {
@@ -136,24 +75,10 @@ static int hand_request(lb_pending *p, const lb_run_io *io, lb_error *err)
 	return 0;
 }
 
-/* A cell over its time or output: the program is asked to interrupt it (KeyboardInterrupt in
- * Python), and has `grace` more before the whole run is stopped. */
-static void interrupt_cell(struct supervision *s, enum lb_limit limit)
-{
-	if (s->interrupted)
-		return;
-	s->interrupted = true;
-	s->cell_limit = limit;
-	double grace = s->io->grace > 0 ? s->io->grace : 2;
-	s->deadline = lb_now_ms() + grace * 1e3;
-	if (s->fd[FD_CTL] < 0 || send(s->fd[FD_CTL], "I\n", 2, MSG_NOSIGNAL) != 2)
-		stop_for(s, limit);
-}
-
 /* Stops the run for `limit` (LB_LIMIT_NONE: the caller's side failed). Which limit fired must
  * not depend on how often the loop looks: a fork the pids limit refused before this stop came
  * first, even if the loop has not read pids.events since. */
-static void stop_for(struct supervision *s, enum lb_limit limit)
+void lb_sup_stop_for(struct supervision *s, enum lb_limit limit)
 {
 	if (s->o.killed)
 		return;
@@ -167,17 +92,17 @@ static void stop_for(struct supervision *s, enum lb_limit limit)
 
 /* The caller's side failed (the first failure is the one reported): the run is stopped and
  * lb_run_finish returns the error. */
-static void abort_run(struct supervision *s, int code, const char *msg)
+void lb_sup_abort_run(struct supervision *s, int code, const char *msg)
 {
 	if (!s->aborted)
 		lb_fail(s->err, code, "%s", msg);
-	stop_for(s, LB_LIMIT_NONE);
+	lb_sup_stop_for(s, LB_LIMIT_NONE);
 	s->aborted = true;
 }
 
 /* Hands on what stream i (FD_OUT, FD_ERR) holds beyond what was sent: up to its last newline, or
  * all of it when `all`. A failing callback aborts the run. */
-static void stream_out(struct supervision *s, int i, bool all)
+void lb_sup_stream_out(struct supervision *s, int i, bool all)
 {
 	const struct buf *b = &s->out[i];
 	struct stream_state *st = &s->streams[i];
@@ -197,28 +122,28 @@ static void stream_out(struct supervision *s, int i, bool all)
 		st->held_since = lb_now_ms();
 	if (end > from && s->io->on_output(s->io->ud, i == FD_OUT ? LB_STDOUT : LB_STDERR,
 					   b->data + from, end - from))
-		abort_run(s, ECANCELED, "the output callback failed");
+		lb_sup_abort_run(s, ECANCELED, "the output callback failed");
 }
 
 /* A partial line whose end did not come in time, or whose stream ended. */
-static void flush_held(struct supervision *s)
+void lb_sup_flush_held(struct supervision *s)
 {
 	for (int i = FD_OUT; i <= FD_ERR; i++)
 		if (s->streams[i].held_since &&
 		    (s->fd[i] < 0 || lb_now_ms() - s->streams[i].held_since >= LINE_WAIT_MS))
-			stream_out(s, i, true);
+			lb_sup_stream_out(s, i, true);
 }
 
 /* One chunk of stdout (i = FD_OUT) or stderr (FD_ERR): kept up to the output cap, which stops
  * the run, and passed to the caller's callback. */
-static ssize_t read_output(struct supervision *s, int i)
+ssize_t lb_sup_read_output(struct supervision *s, int i)
 {
 	char chunk[65536];
 	ssize_t r = read(s->fd[i], chunk, sizeof chunk);
 	if (r < 0 && (errno == EINTR || errno == EAGAIN))
 		return -1;
 	if (r <= 0) {
-		close_fd(&s->fd[i]); /* what is held is handed on by flush_held */
+		lb_close_fd(&s->fd[i]); /* what is held is handed on by flush_held */
 		return 0;
 	}
 	size_t keep = (size_t)r;
@@ -226,76 +151,20 @@ static ssize_t read_output(struct supervision *s, int i)
 		keep = s->max_output - s->total_out;
 		/* a cell is interrupted, its interpreter kept; a run is stopped */
 		if (s->cell)
-			interrupt_cell(s, LB_LIMIT_OUTPUT);
+			lb_cell_interrupt(s, LB_LIMIT_OUTPUT);
 		else
-			stop_for(s, LB_LIMIT_OUTPUT);
+			lb_sup_stop_for(s, LB_LIMIT_OUTPUT);
 		s->res->truncated = true;
 	}
 	s->total_out += keep;
 	if (keep == 0)
 		return r;
-	if (buf_append(&s->out[i], chunk, keep) < 0) {
-		abort_run(s, ENOMEM, "out of memory for the run's output");
+	if (lb_buf_append(&s->out[i], chunk, keep) < 0) {
+		lb_sup_abort_run(s, ENOMEM, "out of memory for the run's output");
 		return r;
 	}
-	stream_out(s, i, false);
+	lb_sup_stream_out(s, i, false);
 	return r;
-}
-
-/* At most this many reads of each stream when a cell's answer comes: a pipe holds 64 KiB. */
-#define DRAIN_READS 16
-
-/* The program's answers to a cell. Its output was written before its answer, so it is in the
- * pipes now: read to their current end (the fds are non-blocking for cells), and the cell is
- * over. An answer with another tag is dropped; a malformed one stops the run. */
-static void read_cell_answer(struct supervision *s)
-{
-	char chunk[4096];
-	ssize_t r = read(s->fd[FD_CTL], chunk, sizeof chunk);
-	if (r < 0 && (errno == EINTR || errno == EAGAIN))
-		return;
-	if (r <= 0) {
-		close_fd(&s->fd[FD_CTL]); /* the program is going: its status says how */
-		return;
-	}
-	if (buf_append(&s->ctl_in, chunk, (size_t)r) < 0) {
-		abort_run(s, ENOMEM, "out of memory for the cell's answer");
-		return;
-	}
-	size_t off = 0;
-	while (!s->cell_done) {
-		struct lb_cell_answer a;
-		long n = lb_cell_parse(s->ctl_in.data + off, s->ctl_in.len - off, s->io->cell_tag,
-				       &a);
-		if (n == 0)
-			break;
-		if (n < 0) {
-			abort_run(s, EPROTO, "the interactive program broke its protocol");
-			return;
-		}
-		off += (size_t)n;
-		if (!a.matches)
-			continue;
-		if (a.value_len && buf_append(&s->value, a.value, a.value_len) < 0) {
-			abort_run(s, ENOMEM, "out of memory for the cell's value");
-			return;
-		}
-		s->cell_status = a.status;
-		s->cell_cpu_us = a.cpu_us;
-		s->res->probe_found = a.plots;
-		/* bounded: a thread of the program that goes on writing must not keep the
-		 * supervisor here (what it writes later belongs to the next cell) */
-		for (int i = FD_OUT; i <= FD_ERR; i++)
-			for (int k = 0; k < DRAIN_READS && s->fd[i] >= 0 && read_output(s, i) > 0;
-			     k++)
-				;
-		flush_held(s);
-		stream_out(s, FD_OUT, true);
-		stream_out(s, FD_ERR, true);
-		s->cell_done = true;
-	}
-	memmove(s->ctl_in.data, s->ctl_in.data + off, s->ctl_in.len - off);
-	s->ctl_in.len -= off;
 }
 
 /* The init's record of the program's end; EOF when the init is gone without one. */
@@ -306,7 +175,7 @@ static void read_status(struct supervision *s)
 		s->o.final = m; /* the kernel's word wins over the program's report */
 		s->o.got_status = true;
 	} else {
-		close_fd(&s->fd[FD_STATUS]);
+		lb_close_fd(&s->fd[FD_STATUS]);
 	}
 }
 
@@ -318,7 +187,7 @@ static void feed_stdin(struct supervision *s)
 	if (w > 0)
 		s->stdin_off += (size_t)w;
 	if ((w < 0 && errno != EAGAIN && errno != EINTR) || s->stdin_off >= io->stdin_len)
-		close_fd(&s->fd[FD_IN]);
+		lb_close_fd(&s->fd[FD_IN]);
 }
 
 /* Prestarted programs: "exit STATUS UTIME_US STIME_US MAXRSS_KB PROBE\n" on the control socket
@@ -350,7 +219,7 @@ static void read_exit_report(struct supervision *s)
 		lb_run_stop(s->p);
 	}
 	if (r <= 0 || strchr(s->report_line, '\n') || s->report_len >= sizeof s->report_line - 1)
-		close_fd(&s->fd[FD_CTL]);
+		lb_close_fd(&s->fd[FD_CTL]);
 }
 
 /* Milliseconds until `at` (at least 0), or `wait` when that comes first (-1: forever). */
@@ -383,9 +252,9 @@ static void check_clock_and_pids(struct supervision *s)
 	if (s->deadline && lb_now_ms() >= s->deadline) {
 		/* a cell is interrupted first; one that outlives its grace ends the run */
 		if (s->cell && !s->interrupted)
-			interrupt_cell(s, LB_LIMIT_TIMEOUT);
+			lb_cell_interrupt(s, LB_LIMIT_TIMEOUT);
 		else
-			stop_for(s, s->cell ? s->cell_limit : LB_LIMIT_TIMEOUT);
+			lb_sup_stop_for(s, s->cell ? s->cell_limit : LB_LIMIT_TIMEOUT);
 		return;
 	}
 	/* A fork bomb ends the run as soon as it shows. */
@@ -393,7 +262,7 @@ static void check_clock_and_pids(struct supervision *s)
 	    lb_now_ms() - s->pids_checked >= PIDS_CHECK_MS) {
 		s->pids_checked = lb_now_ms();
 		if (lb_cgroup_pids_refused(&s->p->cg))
-			stop_for(s, LB_LIMIT_PROCESSES);
+			lb_sup_stop_for(s, LB_LIMIT_PROCESSES);
 	}
 }
 
@@ -421,29 +290,20 @@ static void handle_ready(struct supervision *s, const struct pollfd pf[N_FDS], i
 	const short ready = POLLIN | POLLHUP | POLLERR;
 	for (int i = FD_OUT; i <= FD_ERR && n > 0; i++)
 		if (pf[i].revents & ready)
-			read_output(s, i);
-	flush_held(s);
+			lb_sup_read_output(s, i);
+	lb_sup_flush_held(s);
 	if (n > 0 && fd[FD_STATUS] >= 0 && (pf[FD_STATUS].revents & ready))
 		read_status(s);
 	if (n > 0 && fd[FD_IN] >= 0 && (pf[FD_IN].revents & (POLLOUT | POLLERR | POLLHUP)))
 		feed_stdin(s);
 	if (n > 0 && fd[FD_CTL] >= 0 && (pf[FD_CTL].revents & ready)) {
 		if (s->cell)
-			read_cell_answer(s);
+			lb_cell_read_answer(s);
 		else
 			read_exit_report(s);
 	}
 	check_clock_and_pids(s);
 }
-
-/* A run being supervised. It owns its pending run and its output until lb_active_end. */
-struct lb_active {
-	struct supervision s;
-	lb_run_io io; /* a copy; what it points to stays the caller's until lb_active_end */
-	lb_error err;
-	lb_result res;
-	bool over; /* nothing left to step: the result can be made */
-};
 
 int lb_active_begin(lb_pending *p, const lb_run_io *io, lb_active **out, lb_error *err)
 {
@@ -481,7 +341,7 @@ int lb_active_begin(lb_pending *p, const lb_run_io *io, lb_active **out, lb_erro
 		*owned[i] = -1;
 	}
 	if (s->fd[FD_IN] >= 0 && (!io->stdin_data || io->stdin_len == 0))
-		close_fd(&s->fd[FD_IN]);
+		lb_close_fd(&s->fd[FD_IN]);
 	/* a cell's output is read to its current end when the answer comes */
 	for (int i = FD_OUT; s->cell && i <= FD_ERR; i++)
 		if (s->fd[i] >= 0)
@@ -518,7 +378,7 @@ int lb_active_step(lb_active *a, int wait_ms)
 		int code = errno;
 		char msg[128];
 		snprintf(msg, sizeof msg, "poll: %s", strerror(code));
-		abort_run(s, code, msg);
+		lb_sup_abort_run(s, code, msg);
 		a->over = true;
 		return 1;
 	}
@@ -529,41 +389,15 @@ int lb_active_step(lb_active *a, int wait_ms)
 
 void lb_active_abort(lb_active *a, const char *why)
 {
-	abort_run(&a->s, ECANCELED, why);
+	lb_sup_abort_run(&a->s, ECANCELED, why);
 }
 
-static char *take_buf(struct buf *b, size_t *len)
+char *lb_sup_take_buf(struct buf *b, size_t *len)
 {
 	char *d = b->data ? b->data : strdup("");
 	*len = b->data ? b->len : 0;
 	b->data = NULL;
 	return d;
-}
-
-/* A cell that ended with its program alive: the result, and the fds back to the pending run. */
-static int end_cell(lb_active *a, lb_result *res)
-{
-	struct supervision *s = &a->s;
-	lb_pending *p = s->p;
-	int *owned[N_FDS] = {&p->out, &p->err, &p->status, &p->in, &p->ctl};
-	for (int i = 0; i < N_FDS; i++)
-		*owned[i] = s->fd[i];
-	lb_cgroup_usage usage;
-	lb_cgroup_read(&p->cg, &usage);
-	*res = a->res;
-	res->exit_code = s->cell_status;
-	res->limit = s->cell_limit;
-	res->interrupted = s->interrupted;
-	res->duration_ms = lb_now_ms() - p->start;
-	res->cpu_ms = (double)s->cell_cpu_us / 1e3;
-	res->max_rss = usage.peak;
-	res->out = take_buf(&s->out[0], &res->out_len);
-	res->err = take_buf(&s->out[1], &res->err_len);
-	res->value = s->value.data;
-	res->value_len = s->value.len;
-	free(s->ctl_in.data);
-	free(a);
-	return 0;
 }
 
 int lb_active_end(lb_active *a, lb_result *res, lb_error *err)
@@ -576,12 +410,12 @@ int lb_active_end(lb_active *a, lb_result *res, lb_error *err)
 	while (!lb_active_step(a, -1))
 		;
 	if (s->cell_done && !s->o.killed && !s->aborted)
-		return end_cell(a, res);
+		return lb_cell_end(a, res);
 	/* a cell that did not end with an answer ended its program: its state is gone */
 	if (s->cell)
 		lb_run_stop(p);
 	for (int i = 0; i < N_FDS; i++)
-		close_fd(&s->fd[i]);
+		lb_close_fd(&s->fd[i]);
 	a->res.duration_ms = lb_now_ms() - p->start;
 	lb_error setup = {0};
 	bool setup_failed = lb_read_report(p->report, &setup);
@@ -596,15 +430,15 @@ int lb_active_end(lb_active *a, lb_result *res, lb_error *err)
 	} else if (lb_verdict(p, &s->o, setup_failed ? &setup : NULL, &usage, &a->res, err) == 0) {
 		if (setup_failed && setup.msg[0] == EXEC_MARK) {
 			/* The command could not be started: told like a shell would. */
-			buf_append(&s->out[1], "llmbox: ", 8);
-			buf_append(&s->out[1], setup.msg + 1, strlen(setup.msg + 1));
-			buf_append(&s->out[1], "\n", 1);
+			lb_buf_append(&s->out[1], "llmbox: ", 8);
+			lb_buf_append(&s->out[1], setup.msg + 1, strlen(setup.msg + 1));
+			lb_buf_append(&s->out[1], "\n", 1);
 			/* streamed like the program's own stderr would have been */
-			stream_out(s, FD_ERR, true);
+			lb_sup_stream_out(s, FD_ERR, true);
 		}
 		*res = a->res;
-		res->out = take_buf(&s->out[0], &res->out_len);
-		res->err = take_buf(&s->out[1], &res->err_len);
+		res->out = lb_sup_take_buf(&s->out[0], &res->out_len);
+		res->err = lb_sup_take_buf(&s->out[1], &res->err_len);
 		res->state_lost = s->cell;
 		res->interrupted = s->interrupted;
 		if (s->cell && s->interrupted && res->limit == LB_LIMIT_NONE)
@@ -626,7 +460,7 @@ void lb_active_discard(lb_active *a)
 		return;
 	struct supervision *s = &a->s;
 	for (int i = 0; i < N_FDS; i++)
-		close_fd(&s->fd[i]);
+		lb_close_fd(&s->fd[i]);
 	lb_run_discard(s->p);
 	free(s->out[0].data);
 	free(s->out[1].data);

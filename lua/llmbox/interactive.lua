@@ -54,9 +54,17 @@ function _M.prestart(s)
     return { pending = pending, cells = 0 }
 end
 
---- interactive.ready(kernel) -> true when it can take a cell (waiting for one still starting)
+--- interactive.ready(kernel) -> true when it can take a cell (waiting for one still starting).
+--- Asked only until it said ready once: afterwards its control socket carries answers, which a
+--- readiness check must not read; an interpreter that ended between cells is found by the cell.
 function _M.ready(k)
-    return k.pending:wait(_M.START_WAIT_MS) == "ready"
+    if not k.ready then k.ready = k.pending:wait(_M.START_WAIT_MS) == "ready" end
+    return k.ready
+end
+
+--- interactive.dead(kernel) -> true when a kernel that has not said ready yet is gone
+function _M.dead(k)
+    return not k.ready and k.pending:wait(0) == "dead"
 end
 
 --- interactive.start(session) -> kernel | nil, err: the session's interpreter, started and ready
@@ -68,6 +76,7 @@ function _M.start(s)
         k.pending:abandon()
         return nil, format("the interactive interpreter did not start (%s)", state)
     end
+    k.ready = true
     return k
 end
 
@@ -124,7 +133,11 @@ function _M.cell(k, code, limits, opts)
     k.cells = k.cells + 1
     local res, err, code_ = k.pending:run_cell({ request = code, tag = util.random_hex(8), timeout = limits.timeout,
         output = limits.output, grace = _M.GRACE, on_stdout = opts.on_stdout, on_stderr = opts.on_stderr })
-    if not res then return nil, err, code_ end
+    if not res then
+        if k.cells == 1 then return nil, err, code_ end
+        return nil, format("the interactive interpreter had ended since the last cell (its state is gone; the next "
+            .. "cell starts a fresh one): %s", tostring(err)), code_
+    end
     res.cell = k.cells
     res.limit_value = res.limit and limits[res.limit] or nil
     return res

@@ -280,7 +280,7 @@ end
 --- s:healthy() -> true when the sandbox (and its warm program, if any) can still serve a run
 function Session:healthy()
     if not self.handle or self.handle:closed() then return false end
-    if self._kernel and self._kernel.pending:wait(0) == "dead" then return false end
+    if self._kernel and interactive.dead(self._kernel) then return false end
     return self:warm_state() ~= "dead"
 end
 

@@ -155,6 +155,33 @@ import time; time.sleep(5)]])
         assert.equal("1", r.value)
     end)
 
+    it("say so when the interpreter ended between cells, and start a fresh one after", function()
+        assert(s:run("import os, threading\nkept = 1\nthreading.Timer(0.1, os._exit, [0]).start()"))
+        os.execute("sleep 0.5")
+        local r, err = s:run("kept")
+        assert.is_nil(r)
+        assert.matches("the interactive interpreter had ended since the last cell", err, 1, true)
+        r = assert(s:run("'kept' in globals()"))
+        assert.equal("False", r.value)
+        assert.equal(1, r.cell)
+    end)
+
+    it("keep the state when a late answer lies on the control socket between cells", function()
+        -- a readiness check used to read the socket between cells, took the late answer's first
+        -- byte for a dead interpreter, and dropped the state without a word
+        local r = assert(s:run([[
+import os, stat, threading
+n = 5
+fds = [int(f) for f in os.listdir('/proc/self/fd') if int(f) >= 10 and stat.S_ISSOCK(os.fstat(int(f)).st_mode)]
+threading.Timer(0.1, lambda: [os.write(fd, b"done 0000000000000000 0 0 0 0\n") for fd in fds]).start()
+len(fds)]]))
+        assert.equal("1", r.value)
+        os.execute("sleep 0.4")
+        r = assert(s:run("n"))
+        assert.equal("5", r.value)
+        assert.equal(2, r.cell)
+    end)
+
     it("refuse run options a running interpreter cannot take", function()
         local r, err = s:run("print(1)", { args = { "a" } })
         assert.is_nil(r)

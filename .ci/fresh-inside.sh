@@ -32,6 +32,8 @@ for b in "$blocks"/*.sh; do
 		echo "README block $name ($first ...): exit $rc in ${took} s; Debian packages $before -> $after"
 		grep -E '^\+\+ \[[0-9]+s\] (command|make|luarocks|llmbox|LUA_PATH)' "$b.log" | sed 's/^/    /'
 	} >>"$report"
+	# which specs failed, as spec/run.sh lists them above its closing line
+	grep -E '^(\[nobody\] )?(FAILED|ERROR) ' "$b.log" | sed 's/^/    /' >>"$report" || true
 	# The specs' closing line, from `make test`.
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$b.log" | tail -n 1 || true)
 	if [ -n "$line" ]; then

@@ -12,7 +12,7 @@
 # written: the run's changes go to an overlay upper directory that is deleted afterwards, so
 # nothing installed by one run is seen by the next. Needs root. Prints one closing line,
 # "fresh root: N passed, N failed, N skipped" (the specs' counts inside the fresh root), and
-# writes the counts to $LLMBOX_FRESH_COUNTS when set.
+# writes the counts to $LLMBOX_FRESH_COUNTS and the failing specs to $LLMBOX_FRESH_FAILURES when set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -116,5 +116,8 @@ else
 fi
 [ -n "${LLMBOX_FRESH_COUNTS:-}" ] && echo "$p $f $s" >"$LLMBOX_FRESH_COUNTS"
 [ -s "$work/upper/root/fresh-report" ] && cat "$work/upper/root/fresh-report"
+if [ -n "${LLMBOX_FRESH_FAILURES:-}" ]; then
+	grep -E '^ +(\[nobody\] )?(FAILED|ERROR) ' "$work/upper/root/fresh-report" >"$LLMBOX_FRESH_FAILURES" || true
+fi
 echo "fresh root: $p passed, $f failed, $s skipped"
 exit "$status"

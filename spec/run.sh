@@ -1,19 +1,33 @@
 #!/bin/sh
 # Runs every spec: all suites as the current user (root in CI), the conformance suite for the
 # backends in $LLMBOX_CONFORMANCE_BACKENDS, then the unprivileged subset (tag "unpriv") as
-# `nobody` from a world-readable copy of the tree. Ends with one line
+# `nobody` from a world-readable copy of the tree. LLMBOX_SPEC_RUNS (default "all,conformance,nobody")
+# picks which of the three runs happen: CI runs the first and the last in a fresh root and only
+# the conformance runs on its own machine. Ends with one line
 # "N passed, N failed, N skipped" over both runs; exits non-zero when anything failed.
 set -u
 cd "$(dirname "$0")/.."
 top=$(pwd)
 counts=$(mktemp)
+# every failing spec, one line each, printed again above the closing line (see summary.lua)
+failures=${LLMBOX_SPEC_FAILURES:-$(mktemp)}
+: >"$failures"
 total_pass=0 total_fail=0 total_skip=0 status=0
+
+runs=",${LLMBOX_SPEC_RUNS:-all,conformance,nobody},"
+wanted() { case $runs in *",$1,"*) return 0 ;; esac; return 1; }
+for r in $(echo "$runs" | tr ',' ' '); do
+	case $r in all | conformance | nobody) ;; *)
+		echo "LLMBOX_SPEC_RUNS: '$r' is not a run; name some of all, conformance, nobody (comma-separated)" >&2
+		exit 2 ;;
+	esac
+done
 
 run_busted() { # label, then busted args
 	label=$1; shift
 	: >"$counts"
 	echo "== $label"
-	LLMBOX_SPEC_COUNTS="$counts" luajit /usr/bin/busted --output=spec/helpers/summary.lua "$@" || status=1
+	LLMBOX_SPEC_COUNTS="$counts" LLMBOX_SPEC_FAILURES="$failures" luajit /usr/bin/busted --output=spec/helpers/summary.lua "$@" || status=1
 	if [ -s "$counts" ]; then
 		read -r p f e s <"$counts"
 		total_pass=$((total_pass + p)); total_fail=$((total_fail + f + e)); total_skip=$((total_skip + s))
@@ -28,10 +42,11 @@ engines_state=$top/build/engines
 spec/support/engines.sh start "$engines_state"
 trap 'spec/support/engines.sh stop "$engines_state"' EXIT
 
-run_busted "specs as $(id -un)" spec
+if wanted all; then run_busted "specs as $(id -un)" spec; else echo "== specs as $(id -un): not asked for (LLMBOX_SPEC_RUNS)"; fi
 
 # The conformance suite (specs tagged #conformance) again for every other backend asked for:
 # LLMBOX_CONFORMANCE_BACKENDS="native,docker". One that cannot run here is skipped with the reason.
+wanted conformance || LLMBOX_CONFORMANCE_BACKENDS=
 for b in $(echo "${LLMBOX_CONFORMANCE_BACKENDS:-}" | tr ',' ' '); do
 	[ "$b" = native ] && [ -z "${LLMBOX_BACKEND:-}" ] && continue # the run above was native's
 	if why=$(luajit spec/support/backend_usable.lua "$b"); then
@@ -47,17 +62,20 @@ done
 # the languages image's root, made once for the engines that imported it (2 GB)
 rm -f "$engines_state/langs-image.tar"
 
-if [ "$(id -u)" = 0 ]; then
+if ! wanted nobody; then
+	echo "== unprivileged specs as nobody: not asked for (LLMBOX_SPEC_RUNS)"
+elif [ "$(id -u)" = 0 ]; then
 	# nobody cannot read a clone under /root: copy what the specs need somewhere it can.
 	tmp=$(mktemp -d /tmp/llmbox-unpriv.XXXXXX)
 	cp -r build lua policies spec examples .busted .ci README.md "$tmp"/ 2>/dev/null
 	chmod -R a+rX "$tmp"
 	chmod 1777 "$tmp"
 	ncounts=$tmp/counts
-	touch "$ncounts"; chmod 666 "$ncounts"
+	nfailures=$tmp/failures
+	touch "$ncounts" "$nfailures"; chmod 666 "$ncounts" "$nfailures"
 	echo "== unprivileged specs as nobody"
 	if (cd "$tmp" && setpriv --reuid=nobody --regid=nogroup --clear-groups \
-		env HOME="$tmp" LLMBOX_SPEC_COUNTS="$ncounts" luajit /usr/bin/busted \
+		env HOME="$tmp" LLMBOX_SPEC_COUNTS="$ncounts" LLMBOX_SPEC_FAILURES="$nfailures" luajit /usr/bin/busted \
 		--output=spec/helpers/summary.lua --tags=unpriv spec); then :; else status=1; fi
 	if [ -s "$ncounts" ]; then
 		read -r p f e s <"$ncounts"
@@ -65,11 +83,18 @@ if [ "$(id -u)" = 0 ]; then
 	else
 		echo "unprivileged specs: busted did not finish"; total_fail=$((total_fail + 1)); status=1
 	fi
+	sed 's/^/[nobody] /' "$nfailures" >>"$failures"
 	rm -rf "$tmp"
 else
 	echo "== unprivileged specs: already running unprivileged, covered above"
 fi
 rm -f "$counts"
+if [ -s "$failures" ]; then
+	echo
+	echo "== what failed"
+	cat "$failures"
+fi
+[ -n "${LLMBOX_SPEC_FAILURES:-}" ] || rm -f "$failures"
 echo
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 # .ci/run adds these to the fresh root's counts for its own closing line

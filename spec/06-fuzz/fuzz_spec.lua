@@ -6,9 +6,9 @@
 local helpers = require "spec.helpers"
 local q = helpers.shell_quote
 
-local SECONDS = 10
+local SECONDS = 5
 local MIN_RUNS = 2000
-local TARGETS = { "seccomp", "lua_core", "paths", "tar", "resolve", "report", "http" }
+local TARGETS = { "seccomp", "lua_core", "paths", "tar", "resolve", "report", "http", "cell" }
 
 local function sh(cmd)
     local out = helpers.tmpname()

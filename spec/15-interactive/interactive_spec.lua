@@ -156,8 +156,15 @@ import time; time.sleep(5)]])
     end)
 
     it("say so when the interpreter ended between cells, and start a fresh one after", function()
-        assert(s:run("import os, threading\nkept = 1\nthreading.Timer(0.1, os._exit, [0]).start()"))
-        os.execute("sleep 0.5")
+        assert(s:run("import os, threading\nkept = 1\ndef bye():\n    open('/sandbox/gone', 'w').close()\n"
+            .. "    os._exit(0)\nthreading.Timer(0.1, bye).start()"))
+        -- however slow the machine: the timer has fired before the next cell
+        local seen = helpers.tmpname()
+        for _ = 1, 200 do
+            if s:copy_from("/sandbox/gone", seen) then break end
+            os.execute("sleep 0.05")
+        end
+        os.execute("sleep 0.3")
         local r, err = s:run("kept")
         assert.is_nil(r)
         assert.matches("the interactive interpreter had ended since the last cell", err, 1, true)
@@ -173,10 +180,19 @@ import time; time.sleep(5)]])
 import os, stat, threading
 n = 5
 fds = [int(f) for f in os.listdir('/proc/self/fd') if int(f) >= 10 and stat.S_ISSOCK(os.fstat(int(f)).st_mode)]
-threading.Timer(0.1, lambda: [os.write(fd, b"done 0000000000000000 0 0 0 0\n") for fd in fds]).start()
+def late():
+    for fd in fds:
+        os.write(fd, b"done 0000000000000000 0 0 0 0\n")
+    open('/sandbox/written', 'w').close()
+threading.Timer(0.1, late).start()
 len(fds)]]))
         assert.equal("1", r.value)
-        os.execute("sleep 0.4")
+        local seen = helpers.tmpname()
+        for _ = 1, 200 do
+            if s:copy_from("/sandbox/written", seen) then break end
+            os.execute("sleep 0.05")
+        end
+        os.execute("sleep 0.1")
         r = assert(s:run("n"))
         assert.equal("5", r.value)
         assert.equal(2, r.cell)

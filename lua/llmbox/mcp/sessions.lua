@@ -44,20 +44,25 @@ function _M.close_owned(peer, why)
     end
 end
 
+local function expire_if_idle(sess, t)
+    if not sess.busy and t - sess.last_used >= S.cfg.session_idle then
+        _M.close(sess, format("idle for %gs", S.cfg.session_idle))
+        return true
+    end
+end
+
 --- tick(): closes the sessions idle for longer than LLMBOX_MCP_SESSION_IDLE
 function _M.tick()
     local t = now()
-    for _, sess in pairs(S.sessions) do
-        if not sess.busy and t - sess.last_used >= S.cfg.session_idle then
-            _M.close(sess, format("idle for %gs", S.cfg.session_idle))
-        end
-    end
+    for _, sess in pairs(S.sessions) do expire_if_idle(sess, t) end
 end
 
 -- The session `id` names, if the call's peer opened it (stdio calls: no peer, nor sessions of one).
 local function get(id, call)
     local sess = S.sessions[id]
     if sess and sess.owner ~= call.peer then sess = nil end
+    -- expired is expired, whether or not the timer has come round since
+    if sess and expire_if_idle(sess, now()) then sess = nil end
     if not sess then
         return nil, format("no open session %q: it was closed, expired after %gs idle, or never existed; "
             .. "create one with create_session", id, S.cfg.session_idle)

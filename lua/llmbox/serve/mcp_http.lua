@@ -45,6 +45,7 @@ local REQUEST_CANCELLED, SESSION_GONE = -32800, -32001
 local peers = {}        -- Mcp-Session-Id -> peer (an MCP session)
 local nrequests = 0     -- for internal request ids
 local ticking = false
+local end_session -- (peer, why), below
 
 local function log(fmt, ...)
     io.stderr:write("llmbox serve: mcp: " .. format(fmt, ...) .. "\n")
@@ -126,6 +127,11 @@ local function find(req, id)
             .. "response gave, or initialize a session first", id)
     end
     local peer = peers[sid]
+    -- an idle session is gone whether or not the timer has come round since
+    if peer and next(peer.requests) == nil and ctx.now() - peer.last_used >= S.cfg.session_idle then
+        end_session(peer, format("idle for %gs", S.cfg.session_idle))
+        peer = nil
+    end
     -- another tenant's session is as unknown as one that never existed
     if not peer or peer.tenant ~= tenant_name(req) then
         return nil, fail(404, SESSION_GONE, format("Session not found: it was ended, expired after %gs idle, or "
@@ -187,7 +193,7 @@ local function cancel(w, why)
     settle(w, nil)
 end
 
-local function end_session(peer, why)
+function end_session(peer, why)
     if peers[peer.id] ~= peer then return end
     peers[peer.id] = nil
     for _, w in pairs(peer.requests) do

@@ -45,14 +45,17 @@ local function close(sess, why)
     sess.queue = {}
 end
 
+local function expire_if_idle(sess, t)
+    if not sess.busy and t - sess.last_used >= S.cfg.session_idle then
+        close(sess, format("idle for %gs", S.cfg.session_idle))
+        return true
+    end
+end
+
 --- tick(): closes the sessions idle for LLMBOX_MCP_SESSION_IDLE seconds or more
 function _M.tick()
     local t = ctx.now()
-    for _, sess in pairs(sessions) do
-        if not sess.busy and t - sess.last_used >= S.cfg.session_idle then
-            close(sess, format("idle for %gs", S.cfg.session_idle))
-        end
-    end
+    for _, sess in pairs(sessions) do expire_if_idle(sess, t) end
 end
 
 --- count() -> the open sessions
@@ -67,6 +70,8 @@ end
 local function find(req, id)
     local sess = sessions[id]
     if sess and sess.tenant ~= (req.tenant and req.tenant.tenant) then return nil end
+    -- expired is expired, whether or not the timer has come round since
+    if sess and expire_if_idle(sess, ctx.now()) then return nil end
     return sess
 end
 

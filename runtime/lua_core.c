@@ -1130,6 +1130,34 @@ static int l_tar_host(lua_State *L)
 	return 1 + push_skipped(L, skipped);
 }
 
+/* core.cell_parse(buf, tag) -> n [, answer]: the first answer of an interactive program in buf
+ * (lb_cell_parse): 0 when more bytes are needed, -1 when it is malformed, else the bytes it took
+ * and { matches, status, cpu_us, plots, value }. For drivers that carry the control channel
+ * themselves (the container engines' cells). */
+static int l_cell_parse(lua_State *L)
+{
+	size_t len;
+	const char *buf = luaL_checklstring(L, 1, &len);
+	const char *tag = luaL_checkstring(L, 2);
+	struct lb_cell_answer a;
+	long n = lb_cell_parse(buf, len, tag, &a);
+	lua_pushinteger(L, n);
+	if (n <= 0)
+		return 1;
+	lua_createtable(L, 0, 5);
+	lua_pushboolean(L, a.matches);
+	lua_setfield(L, -2, "matches");
+	lua_pushinteger(L, a.status);
+	lua_setfield(L, -2, "status");
+	lua_pushnumber(L, (double)a.cpu_us);
+	lua_setfield(L, -2, "cpu_us");
+	lua_pushboolean(L, a.plots);
+	lua_setfield(L, -2, "plots");
+	lua_pushlstring(L, a.value, a.value_len);
+	lua_setfield(L, -2, "value");
+	return 2;
+}
+
 /* core.tar_pack(files [, uid, gid]) -> archive | nil, err, errno_name: files ({ path, data,
  * mode }, as a run's) as a tar archive for a container's `tar -x -C /` (lb_tar_pack). */
 static int l_tar_pack(lua_State *L)
@@ -1369,6 +1397,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"spawn", l_spawn},
 					 {"tar_entries", l_tar_entries},
 					 {"tar_pack", l_tar_pack},
+					 {"cell_parse", l_cell_parse},
 					 {"tar_host", l_tar_host},
 					 {"tar_extract", l_tar_extract},
 					 {"sha256", l_sha256},

@@ -38,7 +38,7 @@ function _M.check(driver, recipe)
     end
     if not driver.capabilities.interactive then
         return nil, format("backend %q cannot keep an interpreter alive between runs (interactive sessions run "
-            .. "on: native)", driver.name)
+            .. "on: native, docker, podman)", driver.name)
     end
     return true
 end
@@ -49,7 +49,7 @@ function _M.prestart(s)
     local spec, err = plan.warm(s.policy, s.recipe, s.layout, s.env, s.recipe.interactive)
     if not spec then return nil, err end
     local pending
-    pending, err = s.handle:prestart(spec)
+    pending, err = s.handle:prestart(spec, "interactive")
     if not pending then return nil, "cannot start the interactive interpreter: " .. tostring(err) end
     return { pending = pending, cells = 0 }
 end

@@ -1,4 +1,5 @@
--- Interactive sessions on the native backend: one Python interpreter in the sandbox, each run a
+-- Interactive sessions (on every backend that keeps a process alive: the conformance suite runs
+-- them on docker and podman too): one Python interpreter in the sandbox, each run a
 -- cell that shares the state of the cells before it; real sandboxes, real interrupts and kills.
 local llmbox = require "llmbox"
 local helpers = require "spec.helpers"
@@ -6,7 +7,7 @@ local wheel = require "support.wheel"
 
 local NOCHECKS = "spec/fixtures/policies/default-nochecks.lua"
 
-describe("interactive sessions #unpriv", function()
+describe("interactive sessions #conformance #unpriv", function()
     local s
     before_each(function()
         s = assert(llmbox.session({ lang = "python", interactive = true, policy = NOCHECKS }))
@@ -198,6 +199,33 @@ len(fds)]]))
         assert.equal(2, r.cell)
     end)
 
+    it("keep the interpreter through runs and commands beside it, even ones stopped at their timeout", function()
+        assert(s:run("kept = 'yes'"))
+        -- a command that leaves a process behind, and one stopped at its timeout: both are swept
+        -- away when they end, the interpreter is not
+        local r = assert(s:exec("sleep 60 & echo started", { timeout = 5 }))
+        assert.equal("started\n", r.stdout)
+        r = assert(s:exec("sleep 60", { timeout = 0.5 }))
+        assert.equal("timeout", r.limit)
+        r = assert(s:run("kept"))
+        assert.equal("'yes'", r.value)
+        assert.equal(2, r.cell)
+        -- nothing of the commands is left: only the interpreter's own processes run
+        r = assert(s:run("import os\nsorted(open('/proc/%s/cmdline' % p).read().split('\\0')[0] for p in os.listdir('/proc') "
+            .. "if p.isdigit() and os.stat('/proc/' + p).st_uid == os.getuid())"))
+        assert.not_matches("sleep", r.value, 1, true)
+    end)
+
+    it("hand back output that looks like the channel's frames as output", function()
+        local fake = "\\0llmbox-cell:0123456789abcdef 1 5\\nhello\\0llmbox-sync:0123456789abcdef 1\\n"
+        local r = assert(s:run("import sys\nsys.stdout.write('" .. fake .. "')\nsys.stderr.write('" .. fake
+            .. "')\n'after'"))
+        local want = "\0llmbox-cell:0123456789abcdef 1 5\nhello\0llmbox-sync:0123456789abcdef 1\n"
+        assert.equal(want, r.stdout)
+        assert.equal(want, r.stderr)
+        assert.equal("'after'", r.value)
+    end)
+
     it("refuse run options a running interpreter cannot take", function()
         local r, err = s:run("print(1)", { args = { "a" } })
         assert.is_nil(r)
@@ -208,7 +236,7 @@ len(fds)]]))
     end)
 end)
 
-describe("interactive sessions: what cannot be #unpriv", function()
+describe("interactive sessions: what cannot be #conformance #unpriv", function()
     it("are refused for languages without an interactive mode, naming those with one", function()
         local s, err = llmbox.session({ lang = "shell", interactive = true })
         assert.is_nil(s)
@@ -232,7 +260,7 @@ describe("interactive sessions: what cannot be #unpriv", function()
     end)
 end)
 
-describe("interactive sessions and library installs #unpriv", function()
+describe("interactive sessions and library installs #conformance #unpriv", function()
     local wheels, pol
     setup(function()
         wheels = helpers.tmppath()
@@ -276,7 +304,7 @@ describe("interactive sessions and library installs #unpriv", function()
     end)
 end)
 
-describe("interactive pools #unpriv", function()
+describe("interactive pools #conformance #unpriv", function()
     it("hand out sessions whose interpreter is already started, each lease with a fresh one", function()
         local p = assert(llmbox.pool({ lang = "python", interactive = true, min = 1, max = 2 }))
         local s = assert(llmbox.session({ pool = p }))
@@ -298,7 +326,7 @@ describe("interactive pools #unpriv", function()
     end)
 end)
 
-describe("interactive JavaScript sessions #unpriv", function()
+describe("interactive JavaScript sessions #conformance #unpriv", function()
     it("share one global scope across cells, await a promise's value, and interrupt at the timeout", function()
         local s = assert(llmbox.session({ lang = "javascript", interactive = true }))
         finally(function() s:close() end)
@@ -331,7 +359,7 @@ describe("interactive JavaScript sessions #unpriv", function()
     end)
 end)
 
-describe("interactive R sessions #unpriv", function()
+describe("interactive R sessions #conformance #unpriv", function()
     it("keep the global environment across cells, print values as R does, and interrupt at the timeout", function()
         local s = assert(llmbox.session({ lang = "r", interactive = true }))
         finally(function() s:close() end)

@@ -24,6 +24,7 @@
 -- make; what is refused says so.
 local container = require "llmbox.backends.container"
 local images = require "llmbox.backends.images"
+local cells = require "llmbox.backends.engine_cells"
 local task = require "llmbox.task"
 local engine = require "llmbox.engine"
 local core = require "llmbox.core"
@@ -155,7 +156,8 @@ end
 -- or "root" (setpriv) when it runs as root: then the program and everything that touches the
 -- sandbox's files run as the sandbox user, and the program cannot signal the wrapper (kill(-1)
 -- does not end its own run); "user" when it runs as the sandbox user.
--- $2: "cold", or "warm" for a pool's prestarted program (below).
+-- $2: "cold", "warm" for a pool's prestarted program (below), or "interactive" for an
+-- interactive session's interpreter (llmbox.backends.engine_cells), whose archive comes as warm's.
 -- $3: the stdin file ("" for none); $4: the directory whose contents the run's report says
 -- anything about ("" for none: the plots', so that an empty one costs no collect exec); then the
 -- trees to clean, "--", the limits (cpu seconds,
@@ -180,7 +182,7 @@ fail() { echo "llmbox: $1" >&2; exit 125; }
 # one byte at a time, so that nothing of the archive behind it is taken (busybox's read takes
 # a block from a pipe)
 nonce=$(dd bs=1 count=32 2>/dev/null)
-if [ "$mode" = warm ]; then
+if [ "$mode" != cold ]; then
   n=$(dd bs=1 count=12 2>/dev/null)
   # head -c takes exactly n bytes; what tar leaves of them is drained, not left for the request
   head -c "$n" | { $drop tar -x -C / -f - >/dev/null; r=$?; cat >/dev/null; exit $r; } ||
@@ -238,6 +240,18 @@ if [ "$mode" = warm ]; then
      # sweep here would end the session's next run
     kill -9 $pid; wait $pid; [ -z "$rf" ] || rm -f "$rf"; exit 0 ;;
   esac
+elif [ "$mode" = interactive ]; then
+  # the helper carries the program's control channel over this exec's streams (its --cells),
+  # framed with the nonce, which it reads on fd 9
+  [ "${drop#/.llmbox/exec}" != "$drop" ] ||
+    fail "an interactive program needs llmbox's helper in the container"
+  counters; before=$out; printf '%s\n' "$before" > "$b"
+  exec 7<&0
+  ${run%--}--cells 9 -- "$@" <&7 2>&6 6>&- 7<&- 9<<EOF &
+$nonce
+EOF
+  pid=$!
+  exec 7<&- 2>/dev/null
 else
   counters; before=$out; printf '%s\n' "$before" > "$b" 2>/dev/null
   $run "$@" < "${in:-/dev/null}" 2>&6 6>&- &
@@ -249,7 +263,9 @@ wait $pid
 rc=$?
 [ -z "$rf" ] || { read -r rus < "$rf"; rm -f "$rf"; }
 sweep='i=0; while kill -0 -1 2>/dev/null && [ $i -lt 50 ]; do kill -9 -1 2>/dev/null; i=$((i + 1)); done'
-if [ -n "$drop" ]; then $drop /bin/sh -c "$sweep"; else eval "$sweep"; fi
+# (llmbox's helper spares an interactive session's interpreter, which outlives the runs beside it)
+if [ "${drop#/.llmbox/exec}" != "$drop" ]; then /.llmbox/exec --sweep
+elif [ -n "$drop" ]; then $drop /bin/sh -c "$sweep"; else eval "$sweep"; fi
 # SysV IPC outlives processes: what the run made goes with it (util-linux's ipcrm, where the
 # image has it; native gives each run an IPC namespace of its own)
 ipc=
@@ -376,10 +392,13 @@ Handle.__index = Handle
 
 local image_ref_ok = images.is_reference
 
--- Stops a run: every process but init and the keeper is killed.
-function Handle:sweep()
-    -- the keeper does it (container.KEEPER): no exec, which a full pids ceiling would refuse
-    return self.engine:json("POST", "/containers/" .. self.id .. "/kill?signal=SIGUSR1")
+-- Stops a run: every process but init and the keeper is killed, but an interactive session's
+-- interpreter (llmbox's helper keeps it apart); all: that interpreter too.
+function Handle:sweep(all)
+    -- the keeper does it (container.KEEPER): no exec, which a full pids ceiling would refuse;
+    -- only the helper's keeper takes SIGUSR2 (the shell's would end), and only it has interpreters
+    local sig = all and self.drop == "helper" and "SIGUSR2" or "SIGUSR1"
+    return self.engine:json("POST", "/containers/" .. self.id .. "/kill?signal=" .. sig)
 end
 
 function Handle:update_path()
@@ -473,6 +492,48 @@ function Handle:run(spec)
     return self:finish_run(x, nonce, lim, spec, started)
 end
 
+--- handle:verdict(trailer_text, limits, exit_code, limit) -> limit, rusage, probe_found, cpu_ms:
+--- which limit ended a run (the one already known, else the kernel's counts say), from the
+--- wrapper's trailer; from an exec when there is none (a stopped run's wrapper was killed),
+--- which reads what the wrapper left
+function Handle:verdict(text, lim, exit_code, limit)
+    local before, now
+    local rusage, probe_found
+    if text then
+        local b, a, rus = text:match("^(.-)== (.-)## ?(.*)$")
+        before, now = parse_counters(b), parse_counters(a)
+        -- the helper's: the program's own peak memory (KiB) and CPU time (microseconds)
+        local pf = (rus or ""):match("probe=(%S)")
+        if pf == "1" then probe_found = true elseif pf == "0" then probe_found = false end
+        local rss, ut, st = (rus or ""):match("^(%d+) (%d+) (%d+)")
+        if rss then rusage = { max_rss = tonumber(rss) * 1024, cpu_ms = (tonumber(ut) + tonumber(st)) / 1000 } end
+    else
+        now, before = self:counters()
+    end
+    -- the kernel's verdicts, as native reads them (runtime/verdict.c): a fork the pids ceiling
+    -- refused, a process the memory ceiling killed, SIGXCPU, SIGXFSZ (as a shell reports them)
+    local function grew(k) return now[k] and before[k] and now[k] > before[k] end
+    local cpu_ms = now.cpu_ns and before.cpu_ns and (now.cpu_ns - before.cpu_ns) / 1e6 or nil
+    if not limit and grew("refused") then
+        limit = "processes"
+        -- the keeper may not have seen it yet: it sweeps now, while nothing else runs, not in
+        -- the middle of the next run (it looks five times a second, and is told by a signal
+        -- that the engine passes on: the next run waits for both)
+        self:sweep()
+        util.sleep_ms(KEEPER_SETTLE_MS)
+    elseif not limit and grew("ooms") then
+        limit = "memory"
+    elseif not limit and exit_code == 137 and lim.cpu and cpu_ms and cpu_ms >= lim.cpu * 1000 - 50 then
+        limit = "cpu" -- RLIMIT_CPU's hard limit: SIGKILL a second after SIGXCPU
+    end
+    if not limit and exit_code == 128 + 24 and lim.cpu then
+        limit = "cpu"
+    elseif not limit and exit_code == 128 + 25 and lim.file_size then
+        limit = "file_size"
+    end
+    return limit, rusage, probe_found, cpu_ms
+end
+
 -- Reads a run's exec to its end and makes its result: output to the callbacks (the trailer
 -- taken off, the output cap held), the wall clock, the counts and the kernel's verdicts.
 -- `early` holds output that arrived before the run was handed over (a warm program's start).
@@ -525,42 +586,8 @@ function Handle:finish_run(x, nonce, lim, spec, started, early)
     -- stopped by us: SIGKILL, as native says (Docker may report the exec whose output it could
     -- no longer deliver as 126)
     if limit == "timeout" or limit == "output" then exit_code = 137 end
-    -- the counts before and after the program: from the trailer; from an exec when there is
-    -- none (a stopped run's wrapper was killed), which reads what the wrapper left
-    local before, now
-    local rusage, probe_found
-    if text then
-        local b, a, rus = text:match("^(.-)== (.-)## ?(.*)$")
-        before, now = parse_counters(b), parse_counters(a)
-        -- the helper's: the program's own peak memory (KiB) and CPU time (microseconds)
-        local pf = (rus or ""):match("probe=(%S)")
-        if pf == "1" then probe_found = true elseif pf == "0" then probe_found = false end
-        local rss, ut, st = (rus or ""):match("^(%d+) (%d+) (%d+)")
-        if rss then rusage = { max_rss = tonumber(rss) * 1024, cpu_ms = (tonumber(ut) + tonumber(st)) / 1000 } end
-    else
-        now, before = self:counters()
-    end
-    -- the kernel's verdicts, as native reads them (runtime/verdict.c): a fork the pids ceiling
-    -- refused, a process the memory ceiling killed, SIGXCPU, SIGXFSZ (as a shell reports them)
-    local function grew(k) return now[k] and before[k] and now[k] > before[k] end
-    local cpu_ms = now.cpu_ns and before.cpu_ns and (now.cpu_ns - before.cpu_ns) / 1e6 or nil
-    if not limit and grew("refused") then
-        limit = "processes"
-        -- the keeper may not have seen it yet: it sweeps now, while nothing else runs, not in
-        -- the middle of the next run (it looks five times a second, and is told by a signal
-        -- that the engine passes on: the next run waits for both)
-        self:sweep()
-        util.sleep_ms(KEEPER_SETTLE_MS)
-    elseif not limit and grew("ooms") then
-        limit = "memory"
-    elseif not limit and exit_code == 137 and lim.cpu and cpu_ms and cpu_ms >= lim.cpu * 1000 - 50 then
-        limit = "cpu" -- RLIMIT_CPU's hard limit: SIGKILL a second after SIGXCPU
-    end
-    if not limit and exit_code == 128 + 24 and lim.cpu then
-        limit = "cpu"
-    elseif not limit and exit_code == 128 + 25 and lim.file_size then
-        limit = "file_size"
-    end
+    local rusage, probe_found, cpu_ms
+    limit, rusage, probe_found, cpu_ms = self:verdict(text, lim, exit_code, limit)
     return {
         exit_code = exit_code,
         signal = (exit_code and exit_code > 128 and exit_code < 160) and exit_code - 128 or nil,
@@ -642,10 +669,16 @@ function Pending:finish(io)
     return h:finish_run(x, self.nonce, lim, io, started, self.early)
 end
 
---- handle:prestart(spec) -> pending | nil, err: starts a run spec's program now, to wait for
---- the request of the lease's first run (pools)
-function Handle:prestart(spec)
+--- handle:prestart(spec [, "interactive"]) -> pending | nil, err: starts a run spec's program
+--- now, to wait for the request of the lease's first run (pools), or for cells (an interactive
+--- session's interpreter: llmbox.backends.engine_cells)
+function Handle:prestart(spec, mode)
     if not self.id then return nil, "session is closed" end
+    local interactive = mode == "interactive"
+    if interactive and self.drop ~= "helper" then
+        return nil, format("an interactive interpreter on %s needs llmbox's helper in the container, which this "
+            .. "container could not take (it drops to the sandbox user with %s)", self.kind, self.drop), "EOPNOTSUPP"
+    end
     local lim = spec.limits or {}
     local ok, err, code = self:fit(lim)
     if not ok then return nil, err, code end
@@ -655,11 +688,12 @@ function Handle:prestart(spec)
     local nonce = util.random_hex(16)
     local x
     x, err, code = self.engine:exec_start(self.id, {
-        argv = self:wrapper_argv("warm", spec), env = spec.env, cwd = spec.cwd,
+        argv = self:wrapper_argv(interactive and "interactive" or "warm", spec), env = spec.env, cwd = spec.cwd,
         user = self.root_wrapper and "0:0" or container.USER,
         stdin = nonce .. format("%012d", #archive) .. archive,
     })
     if not x then return nil, err, code end
+    if interactive then return cells.new(self, x, nonce, lim, trailer_filter(TRAILER_PREFIX .. nonce .. " ")) end
     return setmetatable({ handle = self, x = x, nonce = nonce, ready = WARM_READY .. nonce .. "\n",
         state = "starting", early = { stdout = "", stderr = "" }, limits = lim }, Pending)
 end
@@ -1040,7 +1074,7 @@ function _M.driver(kind)
     local D = { name = kind, layout = container.layout }
     D.capabilities = {
         pool = true, persistent_workspace = true, network_policy = true, seccomp = true, images = true,
-        interactive = false, existing_sandbox = true, egress = false, commit = true,
+        interactive = true, existing_sandbox = true, egress = false, commit = true,
     }
 
     --- D.usable() -> true | false, why: does the engine answer here

@@ -33,7 +33,7 @@ Commands:
                      and where the workspace, code and plots are inside their sandboxes
   script FILE.lua [ARGS...]
                      run an operator's Lua script with `llmbox` loaded and `arg` set
-  repl [-l LANG] [-p POLICY] [-t SECONDS] [--json] [-q]
+  repl [-l LANG] [-b BACKEND] [--image IMAGE] [-p POLICY] [-t SECONDS] [--json] [-q]
                      an interactive session: one interpreter, cells from the terminal
                      (">>> ") or from stdin (separated by "# %%" lines); each cell's value
                      is printed after its output

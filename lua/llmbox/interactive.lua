@@ -38,7 +38,7 @@ function _M.check(driver, recipe)
     end
     if not driver.capabilities.interactive then
         return nil, format("backend %q cannot keep an interpreter alive between runs (interactive sessions run "
-            .. "on: native, docker, podman)", driver.name)
+            .. "on: %s)", driver.name, concat(require("llmbox.backends").with_capability("interactive"), ", "))
     end
     return true
 end

@@ -34,5 +34,35 @@ for _, kind in ipairs({ "docker", "podman" }) do
             local _, stderr = c:close()
             assert.matches("backend=" .. kind, stderr, 1, true)
         end)
+
+        it("keeps an interactive session's interpreter in a container of that engine", function()
+            local why_not = images.unavailable(kind, e, why)
+            if why_not then
+                pending(why_not)
+                return
+            end
+            assert(images.ensure_python(e))
+            local c = raw.start({ BACKEND = kind, LLMBOX_IMAGE = images.PYTHON_IMAGE, LLMBOX_MCP_WARM = "0" })
+            finally(function() c:close() end)
+            c:init()
+            local r = c:request(2, "tools/call", { name = "create_session",
+                arguments = { language = "python", interactive = true } })
+            assert.is_table(r.result, r.error and r.error.message)
+            local sid = r.result.structuredContent.session_id
+            assert.is_true(r.result.structuredContent.interactive)
+            local function cell(id, code, timeout)
+                local res = c:request(id, "tools/call", { name = "run_in_session",
+                    arguments = { session_id = sid, code = code, timeout = timeout } })
+                assert.is_table(res.result, res.error and res.error.message)
+                return res.result.structuredContent
+            end
+            assert.equal(0, cell(3, "n = 41").exit_code)
+            local out = cell(4, "import time\ntime.sleep(20)", 0.5)
+            assert.equal("timeout", out.limit)
+            assert.is_false(out.state_lost)
+            out = cell(5, "n + 1")
+            assert.equal("42", out.value)
+            assert.equal(3, out.cell)
+        end)
     end)
 end

@@ -95,6 +95,17 @@ function _M.get(name)
     return require(e.module)
 end
 
+--- backends.with_capability(name) -> { "docker", ... }: the built backends that declare it
+--- (whether they are usable here is not asked: no engine is contacted)
+function _M.with_capability(cap)
+    local out = {}
+    for _, e in ipairs(REGISTRY) do
+        if not e.planned and require(e.module).capabilities[cap] then out[#out + 1] = e.name end
+    end
+    table.sort(out)
+    return out
+end
+
 -- What `llmbox backends` prints: every backend, its status, whether it is usable here (and why
 -- not), its capabilities (a sorted list of names) and its layout.
 function _M.list()

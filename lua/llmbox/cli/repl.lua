@@ -17,6 +17,7 @@ local _M = { _VERSION = "0.1.0" }
 
 local SPEC = {
     ["-l"] = "lang", ["--lang"] = "lang", ["-b"] = "backend", ["--backend"] = "backend",
+    ["--image"] = "image", ["--pull"] = "pull",
     ["-p"] = "policy", ["--policy"] = "policy", ["-t"] = "timeout", ["--timeout"] = "timeout",
     ["--json"] = { flag = "json" }, ["-q"] = { flag = "quiet" }, ["--quiet"] = { flag = "quiet" },
 }
@@ -76,13 +77,15 @@ end
 --- repl.main(args, die) -> exit status
 function _M.main(args, die)
     local opts, pos = cli_args.parse(args, SPEC)
-    if not opts then return die(pos .. " (llmbox repl [-l LANG] [-p POLICY] [-t SECONDS] [--json] [-q])") end
+    if not opts then
+        return die(pos .. " (llmbox repl [-l LANG] [-b BACKEND] [--image IMAGE] [-p POLICY] [-t SECONDS] [--json] [-q])")
+    end
     if #pos > 0 then return die(format("repl: unexpected argument %q: cells come from the terminal or stdin", pos[1])) end
     local timeout, terr = cli_args.timeout(opts.timeout)
     if terr then return die(terr) end
     local llmbox = require "llmbox"
     local s, err = llmbox.session({ lang = opts.lang or "python", policy = opts.policy, backend = opts.backend,
-        interactive = true })
+        image = opts.image, pull = opts.pull, interactive = true })
     if not s then return die(err) end
     local tty = is_tty()
     local next_cell

@@ -359,15 +359,21 @@ function _M.backends(args)
             b.capabilities = json.array(b.capabilities)
             if b.why == nil then b.why = json.null end
             if b.layout == nil then b.layout = json.null end
+            if b.file == nil then b.file = json.null end
         end
         io.stdout:write(json.encode(json.array(list)), "\n")
         return 0
     end
     for _, b in ipairs(list) do
         local names = #b.aliases > 0 and format("%s (%s)", b.name, concat(b.aliases, ", ")) or b.name
-        local state = b.status == "planned" and "planned" or b.usable and "usable" or "unusable"
-        io.stdout:write(format("%-20s %-9s %s\n", names, state, b.description))
-        if b.status == "available" then
+        local state = (b.status == "planned" or b.status == "unavailable" or b.status == "broken") and b.status
+            or b.usable and "usable" or "unusable"
+        io.stdout:write(format("%-20s %-11s %s\n", names, state, b.description))
+        if b.file then io.stdout:write(format("    registered from: %s\n", b.file)) end
+        if b.status == "broken" or b.status == "unavailable" then
+            io.stdout:write(format("    why not: %s\n", b.why))
+        end
+        if b.status == "available" or b.status == "registered" then
             if not b.usable then io.stdout:write(format("    why not: %s\n", b.why)) end
             io.stdout:write(format("    capabilities: %s\n", #b.capabilities > 0 and concat(b.capabilities, ", ") or "none"))
             io.stdout:write(format("    layout: workspace %s, code %s, plots %s, tmp %s\n", b.layout.workspace,

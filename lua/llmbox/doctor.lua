@@ -205,9 +205,10 @@ function _M.report()
     for _, b in ipairs(require("llmbox.backends").list()) do
         local has = {}
         for _, c in ipairs(b.capabilities) do has[c] = true end
-        local pools = b.status ~= "available" and "" or has.pool
+        local built = b.status == "available" or b.status == "registered"
+        local pools = not built and "" or has.pool
             and ("; pools: yes, warm start for " .. (#warm > 0 and table.concat(warm, ", ") or "none")) or "; pools: no"
-        if b.status == "available" then
+        if built then
             local langs = require("llmbox.interactive").languages()
             pools = pools .. (has.interactive and ("; interactive sessions: " .. table.concat(langs, ", "))
                 or "; interactive sessions: no")
@@ -221,9 +222,10 @@ function _M.report()
             backends[#backends + 1] = { name = b.name, source = "probe", ok = e ~= nil, detail = (e
                 and format("usable: %s %s (API %s) answers at %s", engine.KINDS[b.name], e.version, e.api_version,
                     e.endpoint.name) or ("not usable here: " .. tostring(why))) .. pools }
-        elseif b.status == "available" then
+        elseif built then
             backends[#backends + 1] = { name = b.name, source = "probe", ok = b.usable,
-                detail = (b.usable and "usable" or ("not usable here: " .. tostring(b.why))) .. pools }
+                detail = (b.usable and "usable" or ("not usable here: " .. tostring(b.why))) .. pools
+                    .. (b.file and ("; registered from " .. b.file) or "") }
         else
             backends[#backends + 1] = { name = b.name, source = "fact", ok = false, detail = b.why }
         end

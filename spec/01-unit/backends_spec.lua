@@ -68,3 +68,69 @@ describe("backend registry #unpriv", function()
         assert.equal("path /tmp/x is outside the workspace: use a path under /sandbox/ or one relative to it", err)
     end)
 end)
+
+describe("backends that operators register #unpriv", function()
+    local helpers = require "spec.helpers"
+    local json = require "llmbox.json"
+    local dir, env
+    setup(function()
+        dir = helpers.tmpdir()
+        os.execute("mkdir -p " .. helpers.shell_quote(dir .. "/backends"))
+        -- native under another name, without pools: an operator's driver may wrap a built-in one
+        helpers.write(dir .. "/backends/mine.lua", [[
+local native = require "llmbox.backends.native"
+local caps = {}
+for k, v in pairs(native.capabilities) do caps[k] = v end
+caps.pool = false
+return setmetatable({ description = "native, as an operator registered it", aliases = { "my" },
+    capabilities = caps }, { __index = native })
+]])
+        helpers.write(dir .. "/backends/broken.lua", "return {")
+        helpers.write(dir .. "/backends/half.lua", "return { capabilities = {}, layout = {} }")
+        helpers.write(dir .. "/backends/docker.lua", "return {}")
+        env = "LLMBOX_POLICY_PATH=" .. helpers.shell_quote(dir)
+    end)
+
+    it("are listed with their file, capabilities and whether they are usable, and broken ones with why", function()
+        local st, out, err = helpers.cli({ "backends", "--json" }, { env = env })
+        assert.equal(0, st, err)
+        local by, dockers = {}, {}
+        for _, b in ipairs(json.decode(out)) do
+            by[b.name] = b
+            if b.name == "docker" then dockers[#dockers + 1] = b end
+        end
+        assert.equal("registered", by.mine.status)
+        assert.is_true(by.mine.usable)
+        assert.equal(dir .. "/backends/mine.lua", by.mine.file)
+        assert.same({ "my" }, by.mine.aliases)
+        assert.equal("persistent_workspace", by.mine.capabilities[1]) -- no pool
+        assert.equal("broken", by.broken.status)
+        assert.matches("broken.lua does not load", by.broken.why, 1, true)
+        assert.matches("does not keep the driver contract: driver half: layout.workspace must be an absolute path",
+            by.half.why, 1, true)
+        -- a built-in backend's name is not taken: docker stays the engine's
+        assert.equal(2, #dockers)
+        assert.equal("available", dockers[1].status)
+        assert.equal("broken", dockers[2].status)
+        assert.matches('"docker" is a built-in backend\'s name', dockers[2].why, 1, true)
+        st, out = helpers.cli({ "backends" }, { env = env })
+        assert.equal(0, st)
+        assert.matches("mine %(my%)%s+usable%s+native, as an operator registered it\n    registered from: ", out)
+        assert.matches("windows%-mxc %(mxc%)%s+unavailable", out)
+    end)
+
+    it("run code when asked for by name or alias; a broken one is refused with its reason", function()
+        local st, out, err = helpers.cli({ "run", "-b", "my", "-c", "print(6 * 7)" }, { env = env })
+        assert.equal(0, st, err)
+        assert.equal("42\n", out)
+        st, out, err = helpers.cli({ "run", "-b", "broken", "-c", "print(1)" }, { env = env })
+        assert.equal("", out)
+        assert.equal(125, st)
+        assert.matches('backend "broken" cannot be used: ' .. dir .. "/backends/broken.lua does not load", err, 1, true)
+        st, out, err = helpers.cli({ "run", "-b", "wsl2", "-c", "print(1)" }, { env = env })
+        assert.equal("", out)
+        assert.equal(125, st)
+        assert.matches('backend "wsl2" is not available on Linux: it runs only on Windows', err, 1, true)
+        assert.matches("available: docker, mine, native, podman", err, 1, true)
+    end)
+end)

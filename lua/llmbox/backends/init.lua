@@ -11,6 +11,14 @@
 --   driver.usable()            -> true | false, why: can it run sandboxes on this host, now
 -- and declares what it can do (driver.capabilities) and where things are inside its sandboxes
 -- (driver.layout), so callers ask instead of guess.
+--
+-- Besides the built-in backends, operators register their own: a Lua file `backends/NAME.lua`
+-- in a directory of the policy path (LLMBOX_POLICY_PATH, then the shipped policies) returns a
+-- driver table with that contract (open, open_start, usable, maintain, capabilities, layout;
+-- description and aliases optional). Unlike policies, which are data run in a sandbox, such a
+-- file is code, loaded as any Lua module: it is as trusted as the policy path it lies on. A
+-- file that does not load or keep the contract is listed with the reason and refused by name;
+-- a built-in backend's name cannot be taken.
 local type, ipairs, pairs, format, concat, sort = type, ipairs, pairs, string.format, table.concat, table.sort
 
 local _M = { _VERSION = "0.2.0" }
@@ -45,6 +53,11 @@ local REGISTRY = {
         description = "containers through Podman's Docker-compatible API (images; needs its API service)" },
     { name = "kubernetes", aliases = { "k8s" }, planned = true,
         description = "pods through the Kubernetes API" },
+    -- the seed's Windows backends: what they would take is in the README (Backends)
+    { name = "windows-mxc", aliases = { "mxc" }, unavailable = "runs only on Windows (MXC app containers)",
+        description = "Windows' process isolation for untrusted code (MXC); not on Linux" },
+    { name = "wsl2", aliases = { "wsl" }, unavailable = "runs only on Windows (a WSL2 utility VM)",
+        description = "a Linux jail inside Windows' WSL2 virtual machine; not on Linux" },
 }
 
 local by_name = {}
@@ -53,14 +66,93 @@ for _, e in ipairs(REGISTRY) do
     for _, a in ipairs(e.aliases) do by_name[a] = e end
 end
 
--- The names of the backends this build can use, sorted.
+-- Operators' backends, read from the policy path once per distinct path.
+local operators = { key = nil, list = {}, by_name = {} }
+
+local function load_operator(path, name)
+    local e = { name = name, aliases = {}, file = path, description = "an operator's backend" }
+    if by_name[name] then
+        e.error = format("%s: %q is a built-in backend's name; name the file after your backend", path, name)
+        return e
+    end
+    local chunk, err = loadfile(path)
+    local ok, driver = false, err
+    if chunk then ok, driver = pcall(chunk) end
+    if not ok then
+        e.error = format("%s does not load: %s", path, tostring(driver))
+    elseif type(driver) ~= "table" then
+        e.error = format("%s must return a driver table, got %s", path, type(driver))
+    else
+        -- (its own field: a driver that delegates to another through __index has that one's)
+        if rawget(driver, "name") == nil then rawset(driver, "name", name) end
+        local valid, verr
+        if rawget(driver, "name") ~= name then
+            valid, verr = false, format("its name is %q, its file's %q", tostring(rawget(driver, "name")), name)
+        elseif type(rawget(driver, "capabilities")) ~= "table" or type(driver.layout) ~= "table" then
+            valid, verr = false, "it declares no capabilities and layout tables"
+        else
+            valid, verr = _M.check_driver(driver)
+        end
+        if not valid then
+            e.error = format("%s does not keep the driver contract: %s", path, verr)
+        else
+            e.driver = driver
+            e.description = type(driver.description) == "string" and driver.description or e.description
+            for _, a in ipairs(type(driver.aliases) == "table" and driver.aliases or {}) do
+                if type(a) == "string" and not by_name[a:lower()] then e.aliases[#e.aliases + 1] = a:lower() end
+            end
+        end
+    end
+    return e
+end
+
+-- The operators' registry entries, in the policy path's order (the first file of a name wins).
+local function operator_entries()
+    local dirs = require("llmbox.policy.files").dirs()
+    local key = concat(dirs, ":")
+    if operators.key == key then return operators end
+    local core = require "llmbox.core"
+    local list, named = {}, {}
+    for _, d in ipairs(dirs) do
+        for _, f in ipairs(core.listdir(d .. "/backends") or {}) do
+            local n = f:match("^([%w_%-]+)%.lua$")
+            if n and not named[n:lower()] then
+                local e = load_operator(d .. "/backends/" .. f, n:lower())
+                list[#list + 1] = e
+                named[e.name] = e
+                for _, a in ipairs(e.aliases) do named[a] = named[a] or e end
+            end
+        end
+    end
+    operators.key, operators.list, operators.by_name = key, list, named
+    return operators
+end
+
+local function all_entries()
+    local t = {}
+    for _, e in ipairs(REGISTRY) do t[#t + 1] = e end
+    for _, e in ipairs(operator_entries().list) do t[#t + 1] = e end
+    return t
+end
+
+-- Can this entry be asked for sandboxes in this build?
+local function built(e)
+    return not e.planned and not e.unavailable and not e.error
+end
+
+-- The names of the backends this build can use, sorted (operators' included).
 function _M.names()
     local t = {}
-    for _, e in ipairs(REGISTRY) do
-        if not e.planned then t[#t + 1] = e.name end
+    for _, e in ipairs(all_entries()) do
+        if built(e) then t[#t + 1] = e.name end
     end
     sort(t)
     return t
+end
+
+-- An entry's driver module (built-in or an operator's).
+local function driver_of(e)
+    return e.driver or require(e.module)
 end
 
 local function available_list()
@@ -70,7 +162,7 @@ end
 -- The registry entry for a name or alias (any case), available or planned; nil, err when unknown.
 function _M.entry(name)
     if type(name) ~= "string" then error("backend name expected, got " .. type(name), 2) end
-    local e = by_name[name:lower()]
+    local e = by_name[name:lower()] or operator_entries().by_name[name:lower()]
     if not e then
         return nil, format("unknown backend %q (available: %s)", name, available_list())
     end
@@ -91,16 +183,21 @@ function _M.get(name)
     if e.planned then
         return nil, format("backend %q is not built yet in this version of llmbox (available: %s)",
             e.name, available_list())
+    elseif e.unavailable then
+        return nil, format("backend %q is not available on Linux: it %s (available: %s)", e.name,
+            e.unavailable, available_list())
+    elseif e.error then
+        return nil, format("backend %q cannot be used: %s", e.name, e.error)
     end
-    return require(e.module)
+    return driver_of(e)
 end
 
 --- backends.with_capability(name) -> { "docker", ... }: the built backends that declare it
 --- (whether they are usable here is not asked: no engine is contacted)
 function _M.with_capability(cap)
     local out = {}
-    for _, e in ipairs(REGISTRY) do
-        if not e.planned and require(e.module).capabilities[cap] then out[#out + 1] = e.name end
+    for _, e in ipairs(all_entries()) do
+        if built(e) and driver_of(e).capabilities[cap] then out[#out + 1] = e.name end
     end
     table.sort(out)
     return out
@@ -110,14 +207,20 @@ end
 -- not), its capabilities (a sorted list of names) and its layout.
 function _M.list()
     local out = {}
-    for _, e in ipairs(REGISTRY) do
-        local b = { name = e.name, aliases = { unpack(e.aliases) }, description = e.description, capabilities = {} }
+    for _, e in ipairs(all_entries()) do
+        local b = { name = e.name, aliases = { unpack(e.aliases) }, description = e.description, capabilities = {},
+            file = e.file }
         if e.planned then
             b.status, b.usable, b.why = "planned", false, "not built yet in this version of llmbox"
+        elseif e.unavailable then
+            b.status, b.usable, b.why = "unavailable", false, e.unavailable
+        elseif e.error then
+            b.status, b.usable, b.why = "broken", false, e.error
         else
-            local driver = require(e.module)
-            b.status = "available"
-            local ok, why = driver.usable()
+            local driver = driver_of(e)
+            b.status = e.file and "registered" or "available"
+            local okc, ok, why = pcall(driver.usable)
+            if not okc then ok, why = false, "its usable() failed: " .. tostring(ok) end
             b.usable, b.why = ok and true or false, why
             for _, c in ipairs(_M.CAPABILITIES) do
                 if driver.capabilities[c] then b.capabilities[#b.capabilities + 1] = c end

@@ -17,6 +17,8 @@ enum lb_backend_cap {
 	LB_CAP_EXISTING_SANDBOX = 1 << 6,     /* keeps a sandbox and attaches to it by id */
 	LB_CAP_EGRESS = 1 << 7,		      /* outbound network that never reaches the host */
 	LB_CAP_COMMIT = 1 << 8,		      /* saves a sandbox's workspace as an image */
+	LB_CAP_ROOTFS =
+		1 << 9, /* runs a root filesystem (an unpacked image) instead of the host's */
 };
 
 /* Capability bits and the names Lua sees (core.backends(), `llmbox backends`), in one place. */
@@ -29,7 +31,8 @@ enum lb_backend_cap {
 	X(LB_CAP_INTERACTIVE, "interactive")                                                       \
 	X(LB_CAP_EXISTING_SANDBOX, "existing_sandbox")                                             \
 	X(LB_CAP_EGRESS, "egress")                                                                 \
-	X(LB_CAP_COMMIT, "commit")
+	X(LB_CAP_COMMIT, "commit")                                                                 \
+	X(LB_CAP_ROOTFS, "rootfs")
 
 typedef struct lb_open_config {
 	lb_jail_config jail;

@@ -198,7 +198,7 @@ static int native_reset(void *s, lb_error *err)
 const lb_backend lb_backend_native = {
 	.name = "native",
 	.caps = LB_CAP_POOL | LB_CAP_PERSISTENT_WORKSPACE | LB_CAP_NETWORK_POLICY | LB_CAP_SECCOMP |
-		LB_CAP_INTERACTIVE,
+		LB_CAP_INTERACTIVE | LB_CAP_ROOTFS,
 	.open = native_open,
 	.run = native_run,
 	.copy_in = native_copy_in,

@@ -95,6 +95,9 @@ int lb_write_string_file(const char *path, const char *s);
 
 /* Opens `path` (inside the jail) beneath `dirfd` without following any symlink or "..". */
 int lb_open_beneath(int dirfd, const char *path, int flags, unsigned mode);
+/* The host path that path names inside root, resolved as a chroot to root would (no symlink or
+ * ".." leaves it); -1 with errno. */
+int lb_resolve_in_root(const char *root, const char *path, char *out, size_t size);
 /* Creates the parent directories of `path` beneath dirfd, without following symlinks. */
 int lb_mkdirs_beneath(int dirfd, const char *path, unsigned mode);
 

@@ -131,12 +131,16 @@ static void loopback_up(int report)
 
 /* Merged-/usr hosts have /bin -> usr/bin etc.: recreate those links; on other hosts bind the
  * directories read-only. */
-static void top_level_links(int report)
+static void top_level_links(int report, const char *rootfs)
 {
 	static const char *const tops[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
 	for (size_t i = 0; i < sizeof tops / sizeof tops[0]; i++) {
 		char host[PATH_MAX], inside[PATH_MAX], link[PATH_MAX];
-		snprintf(host, sizeof host, OLDROOT "%s", tops[i]);
+		/* (a root filesystem's own: its links are recreated as they are, they point inside)
+		 */
+		if (snprintf(host, sizeof host, OLDROOT "%s%s", rootfs ? rootfs : "", tops[i]) >=
+		    (int)sizeof host)
+			lb_child_fail(report, ENAMETOOLONG, "the root filesystem's %s", tops[i]);
 		snprintf(inside, sizeof inside, NEWROOT "%s", tops[i]);
 		struct stat st;
 		if (lstat(host, &st) < 0)
@@ -219,6 +223,15 @@ static void build_root(int report, int sync, const lb_jail_config *cfg)
 	/* Resolve bind sources in the host's view before the root moves: an absolute symlink such
 	 * as /etc/localtime -> /usr/share/zoneinfo/... would otherwise resolve against the staging
 	 * root. */
+	char rootfs_real[PATH_MAX] = "";
+	if (cfg->rootfs && !realpath(cfg->rootfs, rootfs_real))
+		lb_child_fail(
+			report, errno,
+			"the root filesystem %s (the jail reads it as its host uid: yours, or %d "
+			"when llmbox runs as root; it and the directories above it must be "
+			"readable "
+			"and searchable by that user)",
+			cfg->rootfs, (int)cfg->host_uid);
 	char(*src)[PATH_MAX] = calloc(cfg->n_ro ? cfg->n_ro : 1, PATH_MAX);
 	bool *is_dir = calloc(cfg->n_ro ? cfg->n_ro : 1, sizeof(bool));
 	if (!src || !is_dir)
@@ -226,11 +239,22 @@ static void build_root(int report, int sync, const lb_jail_config *cfg)
 	for (size_t i = 0; i < cfg->n_ro; i++) {
 		char real[PATH_MAX];
 		struct stat st;
-		if (!realpath(cfg->ro[i].src, real) || stat(real, &st) < 0) {
+		bool found = cfg->ro[i].in_root && cfg->rootfs
+				     ? lb_resolve_in_root(cfg->rootfs, cfg->ro[i].src, real,
+							  sizeof real) == 0
+				     : realpath(cfg->ro[i].src, real) != NULL;
+		if (!found || stat(real, &st) < 0) {
 			if (cfg->ro[i].optional && errno == ENOENT) {
 				src[i][0] = '\0';
 				continue;
 			}
+			if (cfg->ro[i].in_root && cfg->rootfs)
+				lb_child_fail(
+					report, errno,
+					"read-only path %s is not in the root filesystem %s (use "
+					"an image that has it, or mark it optional in the "
+					"policy's filesystem.ro)",
+					cfg->ro[i].src, cfg->rootfs);
 			lb_child_fail(
 				report, errno,
 				"read-only path %s is not available on this host (remove it from "
@@ -254,7 +278,7 @@ static void build_root(int report, int sync, const lb_jail_config *cfg)
 		lb_child_fail(report, errno, "chdir /");
 
 	mount_tmpfs(report, NEWROOT, "mode=0755,size=4m", MS_NOSUID | MS_NODEV);
-	top_level_links(report);
+	top_level_links(report, rootfs_real[0] ? rootfs_real : NULL);
 	write_etc(report, hostname);
 
 	char opts[128];

@@ -71,6 +71,7 @@ typedef struct lb_mount {
 	const char *src; /* host path */
 	const char *dst; /* path inside the jail */
 	bool optional;	 /* skip silently when src does not exist on the host */
+	bool in_root;	 /* src is a path inside lb_jail_config.rootfs, resolved there */
 } lb_mount;
 
 typedef struct lb_jail_config {
@@ -79,6 +80,9 @@ typedef struct lb_jail_config {
 	uint64_t workspace_size; /* bytes, tmpfs at /sandbox (kept across runs of one jail) */
 	uint64_t tmp_size;	 /* bytes, tmpfs at /tmp and at /dev/shm */
 	const char *hostname;	 /* NULL: "llmbox" */
+	/* NULL: the host's root. Else a root filesystem (an image's): the mounts marked in_root and
+	 * the top-level links (/bin, /lib...) come from it, resolved inside it. */
+	const char *rootfs;
 	uid_t host_uid; /* used when the caller is root: the unprivileged host uid to map to */
 	gid_t host_gid;
 } lb_jail_config;

@@ -225,6 +225,9 @@ static void read_open_config(lua_State *L, lb_open_config *out)
 	cfg.jail.workspace_size = (uint64_t)workspace;
 	cfg.jail.tmp_size = (uint64_t)tmp;
 	cfg.jail.hostname = opt_string(L, 2, "hostname", "llmbox");
+	cfg.jail.rootfs = opt_string(L, 2, "rootfs", NULL);
+	if (cfg.jail.rootfs && cfg.jail.rootfs[0] != '/')
+		luaL_error(L, "rootfs: an absolute path is required");
 	double uid = opt_number(L, 2, "host_uid", 65534), gid = opt_number(L, 2, "host_gid", 65534);
 	if (uid > 4294967294.0 || gid > 4294967294.0) /* (uid_t)-1 means "no change" */
 		luaL_error(L, "host_uid/host_gid: expected an id below 4294967295");
@@ -242,6 +245,7 @@ static void read_open_config(lua_State *L, lb_open_config *out)
 		mounts[i].src = opt_string(L, m, "src", NULL);
 		mounts[i].dst = opt_string(L, m, "dst", mounts[i].src);
 		mounts[i].optional = opt_bool(L, m, "optional", false);
+		mounts[i].in_root = opt_bool(L, m, "in_root", false);
 		if (!mounts[i].src || mounts[i].src[0] != '/' || !mounts[i].dst ||
 		    mounts[i].dst[0] != '/')
 			luaL_error(L, "ro[%d]: src and dst must be absolute paths", (int)i + 1);
@@ -1130,6 +1134,21 @@ static int l_tar_host(lua_State *L)
 	return 1 + push_skipped(L, skipped);
 }
 
+/* core.resolve_in_root(root, path) -> host path | nil, err: what path names inside root, as a
+ * chroot to root would resolve it (lb_resolve_in_root) */
+static int l_resolve_in_root(lua_State *L)
+{
+	const char *root = luaL_checkstring(L, 1), *path = luaL_checkstring(L, 2);
+	char out[PATH_MAX];
+	if (lb_resolve_in_root(root, path, out, sizeof out) < 0) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "%s in %s: %s", path, root, strerror(errno));
+		return 2;
+	}
+	lua_pushstring(L, out);
+	return 1;
+}
+
 /* core.cell_parse(buf, tag) -> n [, answer]: the first answer of an interactive program in buf
  * (lb_cell_parse): 0 when more bytes are needed, -1 when it is malformed, else the bytes it took
  * and { matches, status, cpu_us, plots, value }. For drivers that carry the control channel
@@ -1398,6 +1417,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"tar_entries", l_tar_entries},
 					 {"tar_pack", l_tar_pack},
 					 {"cell_parse", l_cell_parse},
+					 {"resolve_in_root", l_resolve_in_root},
 					 {"tar_host", l_tar_host},
 					 {"tar_extract", l_tar_extract},
 					 {"sha256", l_sha256},

@@ -165,6 +165,34 @@ int lb_open_beneath(int dirfd, const char *path, int flags, unsigned mode)
 	return (int)fd;
 }
 
+/* As a chroot to root would see path: symlinks, absolute ones and ".." included, never leave root
+ * (RESOLVE_IN_ROOT); magic links are refused. The result is the host's path of what it names. */
+int lb_resolve_in_root(const char *root, const char *path, char *out, size_t size)
+{
+	_cleanup_fd_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return -1;
+	struct open_how how = {
+		.flags = O_PATH | O_CLOEXEC,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	long fd;
+	do
+		fd = syscall(SYS_openat2, rfd, path, &how, sizeof how);
+	while (fd < 0 && errno == EAGAIN);
+	if (fd < 0)
+		return -1;
+	char link[64];
+	snprintf(link, sizeof link, "/proc/self/fd/%ld", fd);
+	ssize_t n = readlink(link, out, size - 1);
+	int saved = errno;
+	close((int)fd);
+	if (n < 0 || (size_t)n >= size - 1)
+		return errno = n < 0 ? saved : ENAMETOOLONG, -1;
+	out[n] = '\0';
+	return 0;
+}
+
 int lb_mkdirs_beneath(int dirfd, const char *path, unsigned mode)
 {
 	char buf[4096];

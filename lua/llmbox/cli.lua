@@ -52,8 +52,8 @@ Options:
   -l, --lang LANG       language (default: from FILE's extension, else python)
   -b, --backend NAME    sandbox backend (default: $LLMBOX_BACKEND, else native; see backends)
   --image IMAGE         the image to run in, for backends that run images (default:
-                        $LLMBOX_IMAGE, else the language's own; native runs the host's
-                        interpreters and refuses one)
+                        $LLMBOX_IMAGE, else the language's own); on native, dir:DIR runs a
+                        root filesystem (an unpacked image) instead of the host's /usr
   --pull WHEN           missing (default: pull the image when the engine lacks it, with the
                         engine's progress on stderr), never, or always
   --dockerfile PATH     build the image from PATH (its directory is the build context; the

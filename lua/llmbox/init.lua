@@ -24,7 +24,7 @@ _M.describe_violations = admit.describe_violations
 --- refused code never costs one.
 -- llmbox.run's options that go to its session; the others are the run's
 local SESSION_KEYS = { lang = 1, policy = 1, backend = 1, image = 1, pull = 1, keep_image = 1, on_progress = 1,
-    runtime = 1, dockerfile = 1, keep = 1, container = 1 }
+    runtime = 1, dockerfile = 1, keep = 1, container = 1, rootfs = 1 }
 -- and what is done with the session after the run: commit = "image" (s:commit), remove = true
 -- (an attached container goes too)
 local AFTER_KEYS = { commit = 1, remove = 1 }

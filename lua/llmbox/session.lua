@@ -5,6 +5,7 @@ local policy_mod = require "llmbox.policy"
 local checks = require "llmbox.checks"
 local admit = require "llmbox.admit"
 local recipes = require "llmbox.recipes"
+local core = require "llmbox.core"
 local backends = require "llmbox.backends"
 local artifacts = require "llmbox.artifacts"
 local warm = require "llmbox.warm"
@@ -70,10 +71,60 @@ function _M.check_image_opts(opts, what, level)
     end
 end
 
+-- The transports of images that backends with the rootfs capability take instead of an image
+-- name (the names skopeo and podman use). Only dir: is built: the archives need an unpacker.
+local TRANSPORTS = { dir = true, ["docker-archive"] = true, ["oci-archive"] = true, oci = true }
+
+--- session.rootfs(driver, recipe, opts) -> host path | nil [, err]: the root filesystem a session
+--- runs (opts.rootfs, or opts.image = "dir:DIR"), checked: a directory with a /usr, that holds
+--- the recipe's interpreter (resolved inside it, as the jail will); nil when none was asked for
+function _M.rootfs(driver, recipe, opts)
+    local dir = opts.rootfs
+    local t, path = (opts.image or ""):match("^([%w%-]+):(.+)$")
+    if t and TRANSPORTS[t] then
+        if t ~= "dir" then
+            return nil, format("image %s: llmbox cannot unpack %s images yet (not built); unpack it into a "
+                .. "directory and give dir:DIR", opts.image, t)
+        elseif dir then
+            return nil, "rootfs and image = \"dir:...\": name the root filesystem once"
+        end
+        dir = path
+    end
+    if not dir then return nil end
+    if not driver.capabilities.rootfs then
+        return nil, format("backend %q runs no root filesystem of the caller's (rootfs, dir:): native does; docker "
+            .. "and podman run images from their own store", driver.name)
+    end
+    local real = core.resolve_in_root("/", dir)
+    if not real or not core.resolve_in_root(real, "/usr") then
+        return nil, format("root filesystem %s: not a directory with a /usr (a Debian, Alpine... root, as "
+            .. "debootstrap or an unpacked image leaves it)", dir)
+    end
+    if recipe then
+        local bin = recipes.argv(recipe, driver.layout.code .. "/" .. recipe.file, nil, nil, driver.layout)[1]
+        if bin:sub(1, 1) == "/" and not core.resolve_in_root(real, bin) then
+            return nil, format("root filesystem %s has no %s, the %s recipe's interpreter: use an image with %s",
+                dir, bin, recipe.name, recipe.name)
+        end
+    end
+    return real
+end
+
 --- the sandbox spec (plan.sandbox's) for a session's or pool's options: the image and how to
 --- get it, and the engine options (runtime = { ... }, llmbox.backends.runtime) folded in; nil, err
 --- when the backend runs no images but image options were given, or an option is refused
 function _M.sandbox_spec(driver, policy, recipe, opts)
+    local rootfs, rerr = _M.rootfs(driver, recipe, opts)
+    if rerr then return nil, rerr end
+    if rootfs then
+        -- the image was a directory's name (dir:DIR): it is the root filesystem, not an image
+        local o = {}
+        for k, v in pairs(opts) do o[k] = v end
+        o.image, o.rootfs = nil, nil
+        local spec, err = _M.sandbox_spec(driver, policy, recipe, o)
+        if spec then spec.rootfs = rootfs end
+        return spec, err
+    end
     if not driver.capabilities.images then
         for _, k in ipairs({ "pull", "keep_image", "on_progress", "runtime", "dockerfile" }) do
             if opts[k] ~= nil then
@@ -128,15 +179,18 @@ function _M.new(opts)
     opts = opts or {}
     if type(opts) ~= "table" then error("session options must be a table", 2) end
     for k in pairs(opts) do
-        if not ({ lang = 1, policy = 1, backend = 1, env = 1, pool = 1, keep = 1, container = 1, interactive = 1 })[k]
-            and not IMAGE_OPTS[k] then
+        if not ({ lang = 1, policy = 1, backend = 1, env = 1, pool = 1, keep = 1, container = 1, interactive = 1,
+            rootfs = 1 })[k] and not IMAGE_OPTS[k] then
             error(format("session: unknown option %q (known: lang, policy, backend, env, pool, image, pull, "
-                .. "keep_image, on_progress, runtime, dockerfile, keep, container, interactive)", tostring(k)), 2)
+                .. "keep_image, on_progress, runtime, dockerfile, keep, container, interactive, rootfs)", tostring(k)), 2)
         end
     end
     check_env(opts.env, 2)
     _M.check_image_opts(opts, "session", 2)
     if opts.keep ~= nil and type(opts.keep) ~= "boolean" then error("session: keep must be a boolean", 2) end
+    if opts.rootfs ~= nil and (type(opts.rootfs) ~= "string" or opts.rootfs == "") then
+        error("session: rootfs must be the path of a root filesystem (a directory)", 2)
+    end
     if opts.interactive ~= nil and type(opts.interactive) ~= "boolean" then
         error("session: interactive must be a boolean", 2)
     end

@@ -1074,7 +1074,7 @@ function _M.driver(kind)
     local D = { name = kind, layout = container.layout }
     D.capabilities = {
         pool = true, persistent_workspace = true, network_policy = true, seccomp = true, images = true,
-        interactive = true, existing_sandbox = true, egress = false, commit = true,
+        interactive = true, existing_sandbox = true, egress = false, commit = true, rootfs = false,
     }
 
     --- D.usable() -> true | false, why: does the engine answer here

@@ -34,6 +34,7 @@ _M.CAPABILITIES = {
     "existing_sandbox",     -- keeps a sandbox past its session, and attaches to one by id
     "egress",               -- outbound network that can never reach the host
     "commit",               -- saves a sandbox's workspace as an image (session:commit)
+    "rootfs",               -- runs a root filesystem (rootfs = DIR, --image dir:DIR) instead of the host's
 }
 
 -- Where things are inside a sandbox; every driver declares all of them.

@@ -134,8 +134,9 @@ function Handle:closed() return self.session:closed() end
 local function translate(spec)
     local pol = spec.policy
     if spec.image then
-        return nil, ("an image was asked for (%s); the native backend runs the host's interpreters: "
-            .. "use a backend that runs images (docker, podman)"):format(spec.image)
+        return nil, ("an image was asked for (%s); the native backend runs the host's interpreters, or a root "
+            .. "filesystem (rootfs = DIR, --image dir:DIR): use a backend that runs images (docker, podman)")
+            :format(spec.image)
     end
     if spec.network.mode ~= "none" then
         -- Deny by default: nothing but loopback exists in the jail, so say so instead of
@@ -167,8 +168,18 @@ local function translate(spec)
             end
         end
     end
+    local ro = spec.mounts
+    if spec.rootfs then
+        -- an image's root: the runtime paths come from it, resolved inside it; the offline
+        -- sources of installs stay the host's
+        ro = {}
+        for i, m in ipairs(spec.mounts) do
+            ro[i] = { src = m.src, dst = m.dst, optional = m.optional, in_root = not m.install_source }
+        end
+    end
     return {
-        ro = spec.mounts,
+        ro = ro,
+        rootfs = spec.rootfs,
         workspace = spec.limits.workspace,
         tmp = spec.limits.tmp,
         hostname = spec.hostname,

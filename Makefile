@@ -34,7 +34,7 @@ ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
 
 CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtime/jail.c \
             runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/spawn.c runtime/supervise.c runtime/verdict.c runtime/cell.c \
-            runtime/transfer.c runtime/probe.c runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c \
+            runtime/transfer.c runtime/layer.c runtime/probe.c runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c \
             backends/native.c
 # llmbox.http_core: the engine drivers' HTTP client, a module of its own (libcurl takes ~14 ms to
 # load: `llmbox run` and llmbox.core never pay it).

@@ -15,8 +15,9 @@
 #   report    lb_read_report: child error records over a pipe
 #   http      llmbox serve's request parser (lua_httpparse.c over http-parser), fed in pieces
 #   cell      lb_cell_parse: an interactive program's answers to its cells
+#   layer     lb_layer_apply: image layers (untrusted tars) onto a root being built, whiteouts and all
 #
-# paths and tar create files for real under FUZZ_TMP (default build/fuzz-tmp; a tmpfs such as
+# paths, tar and layer create files for real under FUZZ_TMP (default build/fuzz-tmp; a tmpfs such as
 # FUZZ_TMP=/dev/shm/llmbox-fuzz makes them about 5 times faster).
 # Seeds are fuzz/corpus/TARGET/ (committed, small); the working corpus grows in build/fuzz/corpus/
 # and crashes land in build/fuzz/crashes/TARGET/. Bugs already reported are kept as reproducers in
@@ -29,7 +30,7 @@ FUZZ_SECONDS    ?= 300
 FUZZ_SKIP_KNOWN ?= 0
 FUZZ_TMP        ?= $(CURDIR)/build/fuzz-tmp
 FUZZ_JOBS       ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 1 ] && echo 2 || echo 1)
-FUZZ_TARGETS    := seccomp lua_core paths tar resolve report http cell
+FUZZ_TARGETS    := seccomp lua_core paths tar resolve report http cell layer
 DEPS_FUZZ       := clang libclang-rt-14-dev llvm-14
 
 FUZZ_DIR  := build/fuzz

@@ -196,4 +196,10 @@ struct lb_cell_answer {
  * it is malformed (the program broke the protocol). */
 long lb_cell_parse(const char *buf, size_t len, const char *tag, struct lb_cell_answer *out);
 
+/* Applies one image layer (a tar, compressed or not, read from in_fd) onto the root filesystem
+ * being built at root_fd (layer.c has the rules); *total counts the bytes written across layers,
+ * bounded by max_bytes; entries left out (devices, FIFOs) are listed in skipped, one per line. */
+int lb_layer_apply(int in_fd, int root_fd, uint64_t max_bytes, uint64_t *total, char *skipped,
+		   size_t skipped_len, lb_error *err);
+
 #endif

@@ -1134,6 +1134,60 @@ static int l_tar_host(lua_State *L)
 	return 1 + push_skipped(L, skipped);
 }
 
+/* core.layer_apply(archive_path, root_dir, max_bytes [, total]) -> total, skipped | nil, err:
+ * one image layer onto a root filesystem being built (lb_layer_apply); total: the bytes the
+ * layers before it wrote (the bound is the whole image's) */
+static int l_layer_apply(lua_State *L)
+{
+	const char *archive = luaL_checkstring(L, 1), *root = luaL_checkstring(L, 2);
+	uint64_t max = (uint64_t)luaL_checknumber(L, 3), total = (uint64_t)luaL_optnumber(L, 4, 0);
+	lb_error err = {0};
+	_cleanup_fd_ int in = open(archive, O_RDONLY | O_CLOEXEC);
+	_cleanup_fd_ int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (in < 0 || rfd < 0) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "%s: %s", in < 0 ? archive : root, strerror(errno));
+		return 2;
+	}
+	char skipped[4096] = "";
+	if (lb_layer_apply(in, rfd, max, &total, skipped, sizeof skipped, &err) < 0)
+		return lb_lua_push_error(L, &err);
+	lua_pushnumber(L, (double)total);
+	return 1 + push_skipped(L, skipped);
+}
+
+/* core.sha256_file(path) -> hex | nil, err: the digest of a file's content, read in blocks */
+static int l_sha256_file(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1);
+	_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	EVP_MD_CTX *ctx = fd >= 0 ? EVP_MD_CTX_new() : NULL;
+	if (!ctx) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "%s: %s", path, strerror(fd < 0 ? errno : ENOMEM));
+		return 2;
+	}
+	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof buf)) > 0)
+		EVP_DigestUpdate(ctx, buf, (size_t)n);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	int ok = n == 0 && EVP_DigestFinal_ex(ctx, md, &len) == 1;
+	EVP_MD_CTX_free(ctx);
+	if (!ok) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "%s: reading it failed", path);
+		return 2;
+	}
+	char hex[2 * EVP_MAX_MD_SIZE + 1];
+	for (unsigned int i = 0; i < len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	lua_pushlstring(L, hex, 2 * (size_t)len);
+	return 1;
+}
+
 /* core.resolve_in_root(root, path) -> host path | nil, err: what path names inside root, as a
  * chroot to root would resolve it (lb_resolve_in_root) */
 static int l_resolve_in_root(lua_State *L)
@@ -1418,6 +1472,8 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"tar_pack", l_tar_pack},
 					 {"cell_parse", l_cell_parse},
 					 {"resolve_in_root", l_resolve_in_root},
+					 {"layer_apply", l_layer_apply},
+					 {"sha256_file", l_sha256_file},
 					 {"tar_host", l_tar_host},
 					 {"tar_extract", l_tar_extract},
 					 {"sha256", l_sha256},

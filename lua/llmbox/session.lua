@@ -72,8 +72,8 @@ function _M.check_image_opts(opts, what, level)
 end
 
 -- The transports of images that backends with the rootfs capability take instead of an image
--- name (the names skopeo and podman use). Only dir: is built: the archives need an unpacker.
-local TRANSPORTS = { dir = true, ["docker-archive"] = true, ["oci-archive"] = true, oci = true }
+-- name (the names skopeo and podman use; llmbox.backends.unpack).
+local TRANSPORTS = require("llmbox.backends.unpack").TRANSPORTS
 
 --- session.rootfs(driver, recipe, opts) -> host path | nil [, err]: the root filesystem a session
 --- runs (opts.rootfs, or opts.image = "dir:DIR"), checked: a directory with a /usr, that holds
@@ -82,18 +82,19 @@ function _M.rootfs(driver, recipe, opts)
     local dir = opts.rootfs
     local t, path = (opts.image or ""):match("^([%w%-]+):(.+)$")
     if t and TRANSPORTS[t] then
-        if t ~= "dir" then
-            return nil, format("image %s: llmbox cannot unpack %s images yet (not built); unpack it into a "
-                .. "directory and give dir:DIR", opts.image, t)
-        elseif dir then
-            return nil, "rootfs and image = \"dir:...\": name the root filesystem once"
-        end
+        if dir then return nil, "rootfs and an image transport (dir:, docker-archive:...): name the root filesystem once" end
         dir = path
     end
     if not dir then return nil end
     if not driver.capabilities.rootfs then
         return nil, format("backend %q runs no root filesystem of the caller's (rootfs, dir:): native does; docker "
             .. "and podman run images from their own store", driver.name)
+    end
+    if t and TRANSPORTS[t] and t ~= "dir" then
+        -- an image archive: unpacked into the cache (once), then a root filesystem like any
+        local err
+        dir, err = require("llmbox.backends.unpack").rootfs(opts.image)
+        if not dir then return nil, err end
     end
     local real = core.resolve_in_root("/", dir)
     if not real or not core.resolve_in_root(real, "/usr") then

@@ -8,7 +8,7 @@ local q = helpers.shell_quote
 
 local SECONDS = 5
 local MIN_RUNS = 2000
-local TARGETS = { "seccomp", "lua_core", "paths", "tar", "resolve", "report", "http", "cell" }
+local TARGETS = { "seccomp", "lua_core", "paths", "tar", "resolve", "report", "http", "cell", "layer" }
 
 local function sh(cmd)
     local out = helpers.tmpname()

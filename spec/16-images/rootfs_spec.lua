@@ -1,5 +1,6 @@
 -- Root filesystems on the native backend (issue 16): a session runs an image's interpreters
--- instead of the host's, from a directory (rootfs = DIR, --image dir:DIR). The image here is the
+-- instead of the host's, from a directory (rootfs = DIR, --image dir:DIR); archives_spec has
+-- the image archives. The image here is the
 -- container specs' Python image (spec/support/python_image.py, made from this host's own files),
 -- unpacked into a directory.
 local llmbox = require "llmbox"
@@ -65,16 +66,16 @@ describe("native sessions from a root filesystem #unpriv", function()
         assert.matches("'matplotlibrc'", r.stdout, 1, true)
     end)
 
-    it("refuse what is not a root filesystem, archives they cannot unpack yet, and backends without roots", function()
+    it("refuse what is not a root filesystem, archives that are not there, and backends without roots", function()
         local s, err = llmbox.session({ lang = "python", rootfs = "/nonexistent/root" })
         assert.is_nil(s)
         assert.matches("root filesystem /nonexistent/root: not a directory with a /usr", err, 1, true)
         s, err = llmbox.session({ lang = "r", image = "dir:" .. root })
         assert.is_nil(s)
         assert.matches("root filesystem " .. root .. " has no /usr/bin/Rscript, the r recipe's interpreter", err, 1, true)
-        s, err = llmbox.session({ lang = "python", image = "docker-archive:/tmp/image.tar" })
+        s, err = llmbox.session({ lang = "python", image = "docker-archive:/nonexistent/image.tar" })
         assert.is_nil(s)
-        assert.matches("llmbox cannot unpack docker-archive images yet", err, 1, true)
+        assert.matches("image docker-archive:/nonexistent/image.tar: /nonexistent/image.tar does not exist", err, 1, true)
         s, err = llmbox.session({ lang = "python", backend = "docker", rootfs = root })
         assert.is_nil(s)
         assert.matches('backend "docker" runs no root filesystem of the caller\'s', err, 1, true)
@@ -84,9 +85,9 @@ describe("native sessions from a root filesystem #unpriv", function()
         local status, out, cerr = helpers.cli({ "run", "--image", "dir:" .. root, "-c", "print(40 + 2)" })
         assert.equal(0, status, cerr)
         assert.equal("42\n", out)
-        status, out, cerr = helpers.cli({ "run", "--image", "oci:/tmp/layout", "-c", "print(1)" })
+        status, out, cerr = helpers.cli({ "run", "--image", "oci:/nonexistent/layout", "-c", "print(1)" })
         assert.equal(125, status)
         assert.equal("", out)
-        assert.matches("cannot unpack oci images yet", cerr, 1, true)
+        assert.matches("image oci:/nonexistent/layout: /nonexistent/layout does not exist", cerr, 1, true)
     end)
 end)

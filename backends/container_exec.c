@@ -83,18 +83,26 @@ static void on_kill_request(int sig)
 	kill_requested = sig == SIGUSR2 ? 2 : kill_requested ? kill_requested : 1;
 }
 
-/* The "max N" count of the pids cgroup's events file: forks it refused; -1 when unreadable. */
-static long refused_forks(const char *events)
+/* A small file's start, NUL-terminated; -1 when it cannot be read or is empty. */
+static int read_small(const char *path, char *buf, size_t size)
 {
-	char buf[256];
-	int fd = open(events, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
+	ssize_t n = read(fd, buf, size - 1);
 	close(fd);
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';
+	return 0;
+}
+
+/* The "max N" count of the pids cgroup's events file: forks it refused; -1 when unreadable. */
+static long refused_forks(const char *events)
+{
+	char buf[256];
+	if (read_small(events, buf, sizeof buf) < 0)
+		return -1;
 	const char *at = strstr(buf, "max ");
 	return at ? strtol(at + 4, NULL, 10) : -1;
 }
@@ -118,14 +126,8 @@ static int read_stat(long pid, char *state, long *ppid, unsigned long long *star
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_small(path, buf, sizeof buf) < 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
 	if (!p || sscanf(p + 1, " %c %ld", state, ppid) != 2)
 		return -1;
@@ -144,19 +146,11 @@ static int read_stat(long pid, char *state, long *ppid, unsigned long long *star
  * a reused pid); 0 when none. */
 static long spared_root(void)
 {
-	char buf[64];
-	int fd = open(SPARE_FILE, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
+	char buf[64], state;
 	long pid, ppid;
 	unsigned long long start, now;
-	char state;
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	if (sscanf(buf, "%ld %llu", &pid, &start) != 2 ||
+	if (read_small(SPARE_FILE, buf, sizeof buf) < 0 ||
+	    sscanf(buf, "%ld %llu", &pid, &start) != 2 ||
 	    read_stat(pid, &state, &ppid, &now) != 0 || now != start)
 		return 0;
 	return pid;

@@ -74,7 +74,7 @@ $(FUZZ_DIR)/obj/%.o: %.c $(HEADERS)
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer-no-link,address,undefined $(WARN) $(DEP_CFLAGS) -c -o $@ $<
 
 define FUZZ_TARGET_RULE
-$(FUZZ_DIR)/fuzz_$(1): fuzz/fuzz_$(1).c fuzz/harness.h fuzz/scratch.c $(HEADERS) $(fuzz_includes_$(1)) $(call fuzz_objs,$(1))
+$(FUZZ_DIR)/fuzz_$(1): fuzz/fuzz_$(1).c fuzz/harness.h fuzz/input.h fuzz/scratch.c $(HEADERS) $(fuzz_includes_$(1)) $(call fuzz_objs,$(1))
 	@mkdir -p $$(dir $$@)
 	$$(FUZZ_CC) $$(FUZZ_SAN) -fsanitize=fuzzer,address,undefined $$(WARN) $$(DEP_CFLAGS) -o $$@ $$< \
 		$(call fuzz_objs,$(1)) $$(DEP_LIBS) $$(fuzz_libs_$(1))

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "../runtime/internal.h"
 #include "harness.h"
+#include "input.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -26,19 +27,6 @@
 #include <sys/stat.h>
 
 static char base[PATH_MAX], outside[PATH_MAX + 16], root[PATH_MAX + 16];
-
-struct in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static unsigned u8(struct in *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
-}
 
 static const char *const tokens[] = {
 	"a",

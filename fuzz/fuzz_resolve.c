@@ -17,6 +17,7 @@
 
 #include <limits.h>
 #include "harness.h"
+#include "input.h"
 
 static char dir[PATH_MAX], bin[PATH_MAX + 8];
 static bool skip_truncation, skip_dir_match;
@@ -68,19 +69,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (mkdir(d, 0755) < 0)
 		abort();
 	return 0;
-}
-
-struct in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static unsigned u8(struct in *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
 }
 
 /* Appends to a string buffer; silently stops at its end. */

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include "harness.h"
+#include "input.h"
 
 /* Known, reported, not fixed yet (remove the skip when seccomp.c is fixed):
  *  - allowlist-implicit: allow-list mode allows clone() (without namespace flags) and ioctl()
@@ -30,19 +31,6 @@ static bool skip_implicit, skip_maxinsns;
 #define RET_ALLOW      SECCOMP_RET_ALLOW
 #define RET_KILL       SECCOMP_RET_KILL_PROCESS
 #define RET_ERRNO_X(e) (SECCOMP_RET_ERRNO | ((uint32_t)(e)&SECCOMP_RET_DATA))
-
-struct in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static unsigned u8(struct in *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
-}
 
 static unsigned u16(struct in *in)
 {

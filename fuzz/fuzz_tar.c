@@ -19,6 +19,7 @@
 #include "../runtime/transfer.c"
 #include "scratch.c"
 #include "harness.h"
+#include "input.h"
 
 struct collected {
 	uint64_t total;
@@ -74,19 +75,6 @@ static void check_collect(const uint8_t *stream, size_t len, const char *root, u
 			(unsigned long long)c.total, (unsigned long long)max);
 		abort();
 	}
-}
-
-struct in {
-	const uint8_t *p;
-	size_t n;
-};
-
-static unsigned u8(struct in *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
 }
 
 static const char *const tokens[] = {

@@ -1134,6 +1134,16 @@ static int l_tar_host(lua_State *L)
 	return 1 + push_skipped(L, skipped);
 }
 
+/* A digest as lower-case hex. */
+static int push_hex(lua_State *L, const unsigned char *md, unsigned int len)
+{
+	char hex[2 * EVP_MAX_MD_SIZE + 1];
+	for (unsigned int i = 0; i < len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	lua_pushlstring(L, hex, 2 * (size_t)len);
+	return 1;
+}
+
 /* core.layer_apply(archive_path, root_dir, max_bytes [, total]) -> total, skipped | nil, err:
  * one image layer onto a root filesystem being built (lb_layer_apply); total: the bytes the
  * layers before it wrote (the bound is the whole image's) */
@@ -1181,11 +1191,7 @@ static int l_sha256_file(lua_State *L)
 		lua_pushfstring(L, "%s: reading it failed", path);
 		return 2;
 	}
-	char hex[2 * EVP_MAX_MD_SIZE + 1];
-	for (unsigned int i = 0; i < len; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	lua_pushlstring(L, hex, 2 * (size_t)len);
-	return 1;
+	return push_hex(L, md, len);
 }
 
 /* core.resolve_in_root(root, path) -> host path | nil, err: what path names inside root, as a
@@ -1263,11 +1269,7 @@ static int l_sha256(lua_State *L)
 	unsigned int n = 0;
 	if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1)
 		return luaL_error(L, "core.sha256: OpenSSL's digest failed");
-	char hex[2 * EVP_MAX_MD_SIZE + 1];
-	for (unsigned int i = 0; i < n; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	lua_pushlstring(L, hex, 2 * (size_t)n);
-	return 1;
+	return push_hex(L, md, n);
 }
 
 static int l_close(lua_State *L)

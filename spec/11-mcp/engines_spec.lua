@@ -36,12 +36,11 @@ for _, kind in ipairs({ "docker", "podman" }) do
         end)
 
         it("keeps an interactive session's interpreter in a container of that engine", function()
-            local why_not = images.unavailable(kind, e, why)
-            if why_not then
+            local ready, why_not = images.python_engine(kind)
+            if not ready then
                 pending(why_not)
                 return
             end
-            assert(images.ensure_python(e))
             local c = raw.start({ BACKEND = kind, LLMBOX_IMAGE = images.PYTHON_IMAGE, LLMBOX_MCP_WARM = "0" })
             finally(function() c:close() end)
             c:init()

@@ -7,6 +7,15 @@ local wheel = require "support.wheel"
 
 local NOCHECKS = "spec/fixtures/policies/default-nochecks.lua"
 
+-- Waits (10 s at most) until a file the interpreter's thread writes is in the workspace.
+local function wait_for(s, path)
+    local seen = helpers.tmpname()
+    for _ = 1, 200 do
+        if s:copy_from(path, seen) then return end
+        os.execute("sleep 0.05")
+    end
+end
+
 describe("interactive sessions #conformance #unpriv", function()
     local s
     before_each(function()
@@ -160,11 +169,7 @@ import time; time.sleep(5)]])
         assert(s:run("import os, threading\nkept = 1\ndef bye():\n    open('/sandbox/gone', 'w').close()\n"
             .. "    os._exit(0)\nthreading.Timer(0.1, bye).start()"))
         -- however slow the machine: the timer has fired before the next cell
-        local seen = helpers.tmpname()
-        for _ = 1, 200 do
-            if s:copy_from("/sandbox/gone", seen) then break end
-            os.execute("sleep 0.05")
-        end
+        wait_for(s, "/sandbox/gone")
         os.execute("sleep 0.3")
         local r, err = s:run("kept")
         assert.is_nil(r)
@@ -188,11 +193,7 @@ def late():
 threading.Timer(0.1, late).start()
 len(fds)]]))
         assert.equal("1", r.value)
-        local seen = helpers.tmpname()
-        for _ = 1, 200 do
-            if s:copy_from("/sandbox/written", seen) then break end
-            os.execute("sleep 0.05")
-        end
+        wait_for(s, "/sandbox/written")
         os.execute("sleep 0.1")
         r = assert(s:run("n"))
         assert.equal("5", r.value)

@@ -39,17 +39,14 @@ describe("llmbox repl #unpriv", function()
 end)
 
 describe("llmbox repl on the container engines", function()
-    local engine = require "llmbox.engine"
     local images = require "spec.support.busybox_image"
     for _, kind in ipairs({ "docker", "podman" }) do
         it("runs its cells in a container with -b " .. kind .. " --image", function()
-            local e, why = engine.connect(kind)
-            local why_not = images.unavailable(kind, e, why)
-            if why_not then
+            local ready, why_not = images.python_engine(kind)
+            if not ready then
                 pending(why_not)
                 return
             end
-            assert(images.ensure_python(e))
             local status, out, err = helpers.cli({ "repl", "-b", kind, "--image", images.PYTHON_IMAGE },
                 { stdin = "import os\nx = 6\n# %%\nprint(os.getuid())\nx * 7\n" })
             assert.equal(0, status, err)

@@ -90,4 +90,14 @@ function _M.unavailable(kind, e, why)
     return ("no %s engine reachable: %s"):format(kind, tostring(why))
 end
 
+--- images.python_engine(kind) -> engine | nil, why: the kind's engine with the Python image in
+--- it, or why there is none here (for the spec's pending(why); busted gives support modules none)
+function _M.python_engine(kind)
+    local e, why = require("llmbox.engine").connect(kind)
+    local why_not = _M.unavailable(kind, e, why)
+    if why_not then return nil, why_not end
+    assert(_M.ensure_python(e))
+    return e
+end
+
 return _M

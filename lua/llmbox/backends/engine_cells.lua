@@ -17,8 +17,7 @@
 local core = require "llmbox.core"
 local util = require "llmbox.util"
 
-local setmetatable, format, concat, max, min, floor = setmetatable, string.format, table.concat, math.max,
-    math.min, math.floor
+local setmetatable, format, concat, max, floor = setmetatable, string.format, table.concat, math.max, math.floor
 
 local _M = {}
 
@@ -231,14 +230,14 @@ function Kernel:run_cell(io)
         return result(exit_code, { state_lost = true, signal = exit_code > 128 and exit_code < 160 and exit_code - 128
             or nil, max_rss = rusage and rusage.max_rss or 0 })
     end
-    local answer, answer_seq
+    local answer, answer_seq, answered_at
     while not (answer and self.synced >= answer_seq) do
         local now = util.now_ms()
-        if deadline and now >= deadline then
-            if answer then
-                -- the answer came, its sync marker did not: the helper is gone
-                return lost(137)
-            elseif not interrupted then
+        -- the answer came, its sync marker did not (stdout may lag behind: the engine forwards
+        -- the streams apart, and a flood fills stdout's pipe): the helper is gone
+        if answer and now - answered_at > FOLLOW_MS then return lost(137) end
+        if deadline and now >= deadline and not answer then
+            if not interrupted then
                 interrupt("timeout")
             else
                 -- the interrupt was not honoured within the grace
@@ -246,15 +245,12 @@ function Kernel:run_cell(io)
             end
         end
         local wait = deadline and max(0, floor(deadline - util.now_ms())) or -1
-        if answer then wait = wait < 0 and FOLLOW_MS or min(wait, FOLLOW_MS) end
+        if answer then wait = max(0, floor(answered_at + FOLLOW_MS - util.now_ms())) end
         local so, se = self:pump(wait)
         if not so then
             if se == "eof" then return lost(nil) end
             self:abandon()
             return nil, "reading the interactive interpreter: " .. tostring(se)
-        end
-        if answer and #so == 0 and #se == 0 and self.synced < answer_seq and wait == FOLLOW_MS then
-            return lost(137)
         end
         deliver("stdout", so)
         deliver("stderr", se)
@@ -268,7 +264,7 @@ function Kernel:run_cell(io)
             end
             self.ctl = self.ctl:sub(n + 1)
             -- (another tag: a late answer, or one the program wrote itself; dropped)
-            if a.matches then answer, answer_seq = a, self.ctl_seq end
+            if a.matches then answer, answer_seq, answered_at = a, self.ctl_seq, util.now_ms() end
         end
     end
     return result(answer.status, { cpu_ms = answer.cpu_us / 1000, probe_found = answer.plots,

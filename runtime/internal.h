@@ -167,6 +167,7 @@ struct lua_State;
 int lb_lua_push_error(struct lua_State *L, const lb_error *e);
 /* llmbox serve's HTTP request parser (lua_httpparse.c): core.http_request_parser */
 int lb_lua_http_request_parser(struct lua_State *L);
+int lb_lua_http_response_parser(struct lua_State *L);
 /* { fd, ... }, { "r" | "w" | "rw", ... }, timeout_ms | nil (-1): what run:fds() and the like
  * return. */
 struct pollfd;

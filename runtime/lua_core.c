@@ -1480,6 +1480,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"tar_extract", l_tar_extract},
 					 {"sha256", l_sha256},
 					 {"http_request_parser", lb_lua_http_request_parser},
+					 {"http_response_parser", lb_lua_http_response_parser},
 					 {NULL, NULL}};
 	lb_lua_class(L, SESSION_MT, session_methods, l_close);
 	lb_lua_class(L, PENDING_MT, pending_methods, l_pending_gc);

@@ -11,6 +11,11 @@
  *       err, status: the request is malformed (400) or its head too large (431); the parser
  *       takes no more input after an error
  *
+ * core.http_response_parser() parses a server's answer the same way (`llmbox run --server`, whose
+ * daemon answers on a unix socket or TCP): its head event is { "head", status, "", headers,
+ * keep_alive }, and feed("") says the connection ended (a body that runs to the end of the
+ * connection then ends).
+ *
  * Ownership: the parser is a userdata the Lua side owns; feed() copies what it returns. */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -137,7 +142,10 @@ static int on_headers_complete(http_parser *p)
 	lua_createtable(L, 5, 0);
 	lua_pushliteral(L, "head");
 	lua_rawseti(L, -2, 1);
-	lua_pushstring(L, http_method_str((enum http_method)p->method));
+	if (p->type == HTTP_RESPONSE)
+		lua_pushinteger(L, (lua_Integer)p->status_code);
+	else
+		lua_pushstring(L, http_method_str((enum http_method)p->method));
 	lua_rawseti(L, -2, 2);
 	lua_pushlstring(L, lp->url ? lp->url : "", lp->url_len);
 	lua_rawseti(L, -2, 3);
@@ -233,7 +241,9 @@ static int l_feed(lua_State *L)
 	if (e != HPE_OK || done != len) {
 		lp->failed = 1;
 		lua_pushnil(L);
-		lua_pushfstring(L, "malformed request: %s", http_errno_description(e));
+		lua_pushfstring(L, "malformed %s: %s",
+				lp->p.type == HTTP_RESPONSE ? "response" : "request",
+				http_errno_description(e));
 		lua_pushinteger(L, 400);
 		return 3;
 	}
@@ -252,8 +262,7 @@ static int l_gc(lua_State *L)
 	return 0;
 }
 
-/* core.http_request_parser([{ max_head = bytes }]) -> parser */
-int lb_lua_http_request_parser(lua_State *L)
+static int new_parser(lua_State *L, enum http_parser_type type)
 {
 	double max_head = 65536;
 	if (lua_istable(L, 1)) {
@@ -267,7 +276,7 @@ int lb_lua_http_request_parser(lua_State *L)
 	memset(lp, 0, sizeof *lp);
 	lp->headers = LUA_NOREF;
 	lp->max_head = (size_t)max_head;
-	http_parser_init(&lp->p, HTTP_REQUEST);
+	http_parser_init(&lp->p, type);
 	if (luaL_newmetatable(L, PARSER_MT)) {
 		lua_pushcfunction(L, l_gc);
 		lua_setfield(L, -2, "__gc");
@@ -278,4 +287,16 @@ int lb_lua_http_request_parser(lua_State *L)
 	}
 	lua_setmetatable(L, -2);
 	return 1;
+}
+
+/* core.http_request_parser([{ max_head = bytes }]) -> parser */
+int lb_lua_http_request_parser(lua_State *L)
+{
+	return new_parser(L, HTTP_REQUEST);
+}
+
+/* core.http_response_parser([{ max_head = bytes }]) -> parser */
+int lb_lua_http_response_parser(lua_State *L)
+{
+	return new_parser(L, HTTP_RESPONSE);
 }

@@ -51,7 +51,8 @@ describe("sandbox plan #unpriv", function()
         h, err = native.open(spec)
         assert.is_nil(h)
         assert.equal("an image was asked for (python:3.12-slim); the native backend runs the host's "
-            .. "interpreters: use a backend that runs images (docker, podman)", err)
+            .. "interpreters, or a root filesystem (rootfs = DIR, --image dir:DIR): use a backend that runs images "
+            .. "(docker, podman)", err)
         assert.equal("img:1", plan.sandbox(assert(policy.load("default")), nil, { image = "img:1" }).image)
         spec.image = nil
         h = assert(native.open(spec)) -- the control

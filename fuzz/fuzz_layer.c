@@ -29,6 +29,9 @@
 static char base[PATH_MAX], outside[PATH_MAX + 16], root[PATH_MAX + 16];
 
 static const char *const tokens[] = {
+	".wh...",
+	".wh..",
+	".wh.",
 	"a",
 	"b",
 	"usr",
@@ -239,14 +242,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	close(rfd);
 	if (rc != 0 && (rc != -1 || !memchr(err.msg, '\0', sizeof err.msg) || !err.msg[0]))
 		abort();
+	/* next to the root, nothing changed: "outside" is there and empty, nothing else came */
+	int entries = 0, around = 0;
 	DIR *d = opendir(outside);
-	int entries = 0;
-	for (struct dirent *e; d && (e = readdir(d));)
+	if (!d)
+		abort();
+	for (struct dirent *e; (e = readdir(d));)
 		entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-	if (d)
-		closedir(d);
-	if (entries) {
-		fprintf(stderr, "fuzz_layer: something was written outside the root\n");
+	closedir(d);
+	d = opendir(base);
+	if (!d)
+		abort();
+	for (struct dirent *e; (e = readdir(d));)
+		around += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	if (entries || around != 2) {
+		fprintf(stderr, "fuzz_layer: something changed outside the root\n");
 		abort();
 	}
 	written = 0;

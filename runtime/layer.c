@@ -132,7 +132,8 @@ static int write_file(struct archive *a, int dirfd, const char *base, mode_t mod
 			break;
 		if (r != ARCHIVE_OK)
 			return fail(err, EIO, name, archive_error_string(a));
-		if (*total + n > max)
+		/* (its offset too: a sparse entry must not make a file larger than the bound) */
+		if (*total + n > max || (uint64_t)off + n > max)
 			return lb_fail(
 				err, EFBIG,
 				"image layer: %s: the image is larger than %llu bytes unpacked",
@@ -188,11 +189,15 @@ static int apply_entry(struct archive *a, struct archive_entry *e, int root_fd, 
 			return empty_dir(root_fd, parent) < 0
 				       ? lb_fail_sys(err, errno, "image layer: emptying %s", parent)
 				       : 0;
+		/* ".wh..." would name the directory above (the root's parent, at the top) */
+		const char *gone = base + strlen(WHITEOUT);
+		if (!gone[0] || !strcmp(gone, ".") || !strcmp(gone, ".."))
+			return fail(err, EXDEV, path, "a whiteout of no name, \".\" or \"..\"");
 		_cleanup_fd_ int pfd = lb_open_beneath(root_fd, parent, O_RDONLY | O_DIRECTORY, 0);
 		if (pfd < 0)
 			return errno == ENOENT ? 0
 					       : lb_fail_sys(err, errno, "image layer: %s", path);
-		return remove_tree(pfd, base + strlen(WHITEOUT), 0) < 0
+		return remove_tree(pfd, gone, 0) < 0
 			       ? lb_fail_sys(err, errno, "image layer: whiteout %s", path)
 			       : 0;
 	}

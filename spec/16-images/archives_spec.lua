@@ -64,6 +64,17 @@ describe("image layers, unpacked from untrusted archives #unpriv", function()
         assert.equal("inside", helpers.read(root .. "/etc/abs.txt"))
     end)
 
+    it("refuse whiteouts of \".\" and \"..\", which would empty the directory above", function()
+        helpers.write(root .. "/../keep.txt", "kept")
+        for _, name in ipairs({ ".wh...", "sub/.wh...", ".wh..", ".wh." }) do
+            local n, err = core.layer_apply(make_tar({ { name = "sub/file", data = "x" }, { name = name } }), root, 1e6)
+            assert.is_nil(n, name)
+            assert.matches("a whiteout of no name", err, 1, true)
+        end
+        assert.equal("kept", helpers.read(root .. "/../keep.txt"))
+        assert.equal("x", helpers.read(root .. "/sub/file"))
+    end)
+
     it("never write through a link: a later entry below a link is refused", function()
         local n, err = core.layer_apply(make_tar({
             { name = "lnk", type = "symlink", target = outside },

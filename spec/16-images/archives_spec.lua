@@ -152,17 +152,44 @@ describe("native sessions from image archives #unpriv", function()
     end)
 
     it("run the same image from an OCI layout and an OCI archive, unpacked once (content-addressed)", function()
+        local before = #(core.listdir(cache) or {})
         local status, out, err = run("oci:" .. base .. "/layout", CODE)
         assert.equal(0, status, err)
         assert.equal("['dir', 'new.txt'] ['b.txt'] from the last layer 3\n", out)
         status, out, err = run("oci-archive:" .. base .. "/o.tar", CODE)
         assert.equal(0, status, err)
         assert.equal("['dir', 'new.txt'] ['b.txt'] from the last layer 3\n", out)
-        -- one image: one directory in the cache, named by its configuration's digest
+        -- one image in one format: one directory in the cache, named by a digest
         local entries = core.listdir(cache)
-        assert.equal(1, #entries)
-        assert.matches("^%x+$", entries[1])
-        assert.equal(64, #entries[1])
+        assert.equal(before + 1, #entries)
+        for _, e in ipairs(entries) do assert.matches("^" .. string.rep("%x", 64) .. "$", e) end
+    end)
+
+    it("give an archive that borrows another image's configuration, with other layers, its own directory", function()
+        -- d.tar again, its last layer replaced: the same configuration, another image
+        local forged = base .. "/forged.tar"
+        assert(os.execute(("/usr/bin/python3 - %s %s <<'EOF'\n"
+            .. "import io, json, sys, tarfile\n"
+            .. "src, out = sys.argv[1:3]\n"
+            .. "with tarfile.open(src) as t, tarfile.open(out, 'w') as o:\n"
+            .. "    last = json.load(t.extractfile('manifest.json'))[0]['Layers'][-1]\n"
+            .. "    for m in t.getmembers():\n"
+            .. "        data = t.extractfile(m).read() if m.isfile() else None\n"
+            .. "        if m.name == last:\n"
+            .. "            buf = io.BytesIO()\n"
+            .. "            with tarfile.open(fileobj=buf, mode='w') as l:\n"
+            .. "                info = tarfile.TarInfo('usr/local/share/t/new.txt'); body = b'forged\\n'\n"
+            .. "                info.size = len(body); l.addfile(info, io.BytesIO(body))\n"
+            .. "            data = buf.getvalue(); m.size = len(data)\n"
+            .. "        o.addfile(m, io.BytesIO(data) if data is not None else None)\n"
+            .. "EOF"):format(q(base .. "/d.tar"), q(forged))) == 0)
+        local status, out, err = run("docker-archive:" .. forged, "print(open('/usr/local/share/t/new.txt').read().strip())")
+        assert.equal(0, status, err)
+        assert.equal("forged\n", out)
+        -- and the genuine image still gets its own files
+        status, out, err = run("docker-archive:" .. base .. "/d.tar", "print(open('/usr/local/share/t/new.txt').read().strip())")
+        assert.equal(0, status, err)
+        assert.equal("from the last layer\n", out)
     end)
 
     it("leave the cache as it was when an archive is damaged, and check OCI blobs against their digests", function()

@@ -87,7 +87,7 @@ def oci_layout(rootfs_tar, out):
             f.write(data)
         return {"digest": "sha256:" + sha(data), "size": len(data)}
 
-    stored = [ls[0], gzip.compress(ls[1], compresslevel=1), ls[2]]
+    stored = [ls[0], gzip.compress(ls[1], compresslevel=1, mtime=0), ls[2]]
     media = ["application/vnd.oci.image.layer.v1.tar", "application/vnd.oci.image.layer.v1.tar+gzip",
              "application/vnd.oci.image.layer.v1.tar"]
     cfg = put(config(["sha256:" + sha(l) for l in ls]))

@@ -12,8 +12,10 @@
 -- out); every name the image's JSON gives is resolved inside that directory; OCI blobs must
 -- match their digests; the layers are applied in order, whiteouts honoured, into a directory of
 -- the cache's own, renamed into place only once every layer applied: a failed unpack leaves the
--- cache as it was. The cache key is the image's configuration digest, so the same image is
--- unpacked once however it was saved.
+-- cache as it was. The cache key is a digest over the configuration's and every layer's digests
+-- (each taken from the bytes, never from what the archive says of itself), so the same image is
+-- unpacked once however it was saved, and an archive that borrows another image's
+-- configuration with other layers gets a directory of its own, not the other's.
 local core = require "llmbox.core"
 local json = require "llmbox.json"
 local util = require "llmbox.util"
@@ -82,13 +84,13 @@ local function docker_layers(root, what)
     end
     local config = core.resolve_in_root(root, img.Config)
     if not config then return nil, format("%s: the image has no %s (its configuration)", what, img.Config) end
-    local layers = {}
+    local layers, digests = {}, { (core.sha256_file(config)) }
     for i, l in ipairs(img.Layers) do
         local p = type(l) == "string" and core.resolve_in_root(root, l)
         if not p then return nil, format("%s: layer %d (%s) is not in the archive", what, i, tostring(l)) end
-        layers[i] = p
+        layers[i], digests[i + 1] = p, core.sha256_file(p)
     end
-    return layers, (core.sha256_file(config))
+    return layers, core.sha256(table.concat(digests, "\n"))
 end
 
 -- An OCI layout: index.json -> the image's manifest (linux/amd64 when there are several) ->
@@ -114,14 +116,14 @@ local function oci_layers(root, what)
     if not ok or type(manifest) ~= "table" or type(manifest.layers) ~= "table" or type(manifest.config) ~= "table" then
         return nil, what .. ": the manifest is not an OCI image manifest (an index of indexes is not taken)"
     end
-    local config, id = blob(root, manifest.config.digest, what)
-    if not config then return nil, id end
-    local layers = {}
+    local config, config_hex = blob(root, manifest.config.digest, what)
+    if not config then return nil, config_hex end
+    local layers, digests = {}, { config_hex }
     for i, l in ipairs(manifest.layers) do
-        layers[i], err = blob(root, type(l) == "table" and l.digest, what)
-        if not layers[i] then return nil, err end
+        layers[i], digests[i + 1] = blob(root, type(l) == "table" and l.digest, what)
+        if not layers[i] then return nil, digests[i + 1] end
     end
-    return layers, id
+    return layers, core.sha256(table.concat(digests, "\n"))
 end
 
 local function exists(path) return core.resolve_in_root("/", path) ~= nil end

@@ -190,7 +190,15 @@ function Engine:upgrade(method, path, body)
     local c = http.client()
     local opts = request_opts(self, method, path, nil, { timeout_ms = 10000 })
     local stream, err, code = c:connect(opts)
-    if not stream then return nil, unreachable(ep, err, code), code end
+    if not stream then
+        c:close()
+        return nil, unreachable(ep, err, code), code
+    end
+    -- (the client is this stream's alone: its connection goes with it)
+    local function close()
+        stream:close()
+        c:close()
+    end
     local payload = body ~= nil and json.encode(body) or ""
     local head = concat({
         format("%s %s HTTP/1.1", method, (self.prefix or "") .. path),
@@ -203,24 +211,24 @@ function Engine:upgrade(method, path, body)
     local ok
     ok, err, code = stream:send(head .. payload)
     if not ok then
-        stream:close()
+        close()
         return nil, err, code
     end
     -- the status line and headers, up to the blank line; what follows is the stream's
     local got = ""
     while not got:find("\r\n\r\n", 1, true) do
         if #got > 65536 then
-            stream:close()
+            close()
             return nil, format("%s %s: the engine's answer has no end of headers", method, path)
         end
         local data, why, rcode = stream:recv(10000)
         if not data then
-            stream:close()
+            close()
             return nil, format("%s %s: the engine closed the connection before answering (%s)", method, path,
                 tostring(why)), rcode
         end
         if data == "" then
-            stream:close()
+            close()
             return nil, format("%s %s: the engine did not answer within 10 s", method, path), "ETIMEDOUT"
         end
         got = got .. data
@@ -230,7 +238,7 @@ function Engine:upgrade(method, path, body)
     local rest = got:sub(stop + 4)
     if status ~= 101 and status ~= 200 then
         -- an error's JSON body, as much as arrived with the headers
-        stream:close()
+        close()
         return nil, format("%s %s: %s (HTTP %s from the %s engine)", method, path:match("^[^?]*"),
             engine_message({ body = rest }), tostring(status), _M.KINDS[ep.kind]), status
     end
@@ -277,6 +285,8 @@ end
 function Exec:abandon()
     if self.stream then
         self.stream:close()
+        -- the stream's own client (e:upgrade): else its connection stays open until collected
+        if self.stream.client then self.stream.client:close() end
         self.stream = nil
     end
 end

@@ -35,7 +35,7 @@ ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
 CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtime/jail.c \
             runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/spawn.c runtime/supervise.c runtime/verdict.c runtime/cell.c \
             runtime/transfer.c runtime/layer.c runtime/probe.c runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c \
-            backends/native.c
+            backends/native.c backends/bubblewrap.c
 # llmbox.http_core: the engine drivers' HTTP client, a module of its own (libcurl takes ~14 ms to
 # load: `llmbox run` and llmbox.core never pay it).
 HTTP_SRC := runtime/http.c runtime/lua_http.c runtime/lua_util.c runtime/util.c
@@ -48,6 +48,9 @@ MODULE := build/lib/llmbox/core.so
 HTTP_MODULE := build/lib/llmbox/http_core.so
 # The docker/podman backends' helper inside each container: static, it runs in any image.
 HELPER := build/lib/llmbox/container-exec
+# The bubblewrap backend's holder, started by bwrap in the jail it built: static, as any root
+# filesystem may be the jail's.
+HOLDER := build/lib/llmbox/bwrap-hold
 
 # Debian packages: what building needs, and what the specs need on top.
 DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev libssl-dev libhttp-parser-dev lua-cjson lua-luv python3
@@ -61,12 +64,12 @@ DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby pyt
 # specs import; docker-registry: the loopback registry the image pull specs pull from;
 # nginx-light + libnginx-mod-http-lua (+ lua-resty-core): the nginx that resty.llmbox and the
 # OpenResty gateway example are tested in (spec/14-serve/resty_spec.lua).
-DEPS_TEST  := lua-busted lua-check clang-format luarocks procps openssl curl docker.io podman catatonit docker-registry \
+DEPS_TEST  := bubblewrap lua-busted lua-check clang-format luarocks procps openssl curl docker.io podman catatonit docker-registry \
               busybox-static nginx-light libnginx-mod-http-lua lua-resty-core $(DEPS_LANGS)
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test print-deps-langs soak lint format install uninstall clean paths
 
-all: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER) paths
+all: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER) $(HOLDER) paths
 
 build/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -86,6 +89,10 @@ $(HTTP_MODULE): $(HTTP_OBJ)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(ALL_LDFLAGS) $(CURL_LIBS)
 
 $(HELPER): backends/container_exec.c
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong $(CFLAGS) -static -s -o $@ $<
+
+$(HOLDER): backends/bwrap_hold.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong $(CFLAGS) -static -s -o $@ $<
 
@@ -143,12 +150,12 @@ soak: deps-test
 lint: deps-test
 	@luacheck -q --formatter plain lua policies spec bench examples && echo "luacheck (.luacheckrc): ok"
 	@echo "clang-format check"
-	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c $(HEADERS)
+	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c backends/bwrap_hold.c $(HEADERS)
 	@$(MAKE) --no-print-directory clean >/dev/null
 	@$(MAKE) --no-print-directory all CFLAGS="-O2 -g" >/dev/null && echo "build with -Wall -Wextra -Werror: ok"
 
 format:
-	clang-format -i $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c $(HEADERS)
+	clang-format -i $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c backends/bwrap_hold.c $(HEADERS)
 
 install: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR) $(DESTDIR)$(DATADIR)/policies/pools
@@ -156,6 +163,7 @@ install: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER)
 	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/llmbox/core.so
 	install -m 0755 $(HTTP_MODULE) $(DESTDIR)$(LIBDIR)/llmbox/http_core.so
 	install -m 0755 $(HELPER) $(DESTDIR)$(LIBDIR)/llmbox/container-exec
+	install -m 0755 $(HOLDER) $(DESTDIR)$(LIBDIR)/llmbox/bwrap-hold
 	cd lua && find llmbox -type d -exec install -d $(DESTDIR)$(LUADIR)/{} \;
 	cd lua && find llmbox -type f -exec install -m 0644 {} $(DESTDIR)$(LUADIR)/{} \;
 	install -d $(DESTDIR)$(LUADIR)/resty

@@ -34,9 +34,23 @@ enum lb_backend_cap {
 	X(LB_CAP_COMMIT, "commit")                                                                 \
 	X(LB_CAP_ROOTFS, "rootfs")
 
+/* A file placed read-only in a jail that another program builds (bubblewrap: /etc's files). */
+typedef struct lb_wrap_file {
+	const char *path, *data;
+	size_t len;
+} lb_wrap_file;
+
 typedef struct lb_open_config {
 	lb_jail_config jail;
 	lb_syscall_policy syscalls;
+	/* bubblewrap only: bwrap's command line (its path first) as llmbox.backends.bubblewrap
+	 * made it from the policy, without the fds the driver adds (files, seccomp, the holder);
+	 * the holder program (bwrap_hold.c); the files to place before the mounts. */
+	const char *const *wrap_argv;
+	size_t wrap_argc;
+	const char *wrap_holder;
+	const lb_wrap_file *wrap_files;
+	size_t n_wrap_files;
 } lb_open_config;
 
 typedef struct lb_backend {
@@ -88,6 +102,35 @@ typedef struct lb_backend {
 } lb_backend;
 
 extern const lb_backend lb_backend_native;
+extern const lb_backend lb_backend_bubblewrap;
+
+/* A jail session (native.c): the jail's namespaces and the seccomp program of its policy. Once
+ * bwrap has built a jail, a bubblewrap session is one of these too, so that driver shares every
+ * operation below but opening. lb_native_session_new takes ownership of both (NULL: no memory,
+ * and the caller still owns them). */
+void *lb_native_session_new(lb_jail *jail, lb_filter *filter);
+void lb_native_close(void *session);
+int lb_native_run(void *session, const lb_run_spec *spec, lb_result *res, lb_error *err);
+int lb_native_copy_in(void *session, const char *host_path, const char *path, unsigned mode,
+		      char *skipped, size_t skipped_len, lb_error *err);
+int lb_native_copy_out(void *session, const char *path, const char *host_path, uint64_t max,
+		       char *skipped, size_t skipped_len, lb_error *err);
+int lb_native_collect(void *session, const char *path, uint64_t max, lb_entry_fn fn, void *ud,
+		      lb_error *err);
+int lb_native_prestart(void *session, const lb_run_spec *spec, void **pending, lb_error *err);
+int lb_native_pending_wait(void *pending, int timeout_ms);
+int lb_native_pending_finish(void *pending, const lb_run_io *io, lb_result *res, lb_error *err);
+void lb_native_pending_abandon(void *pending);
+void lb_native_pending_discard(void *pending);
+int lb_native_start(void *session, const lb_run_spec *spec, void **run, lb_error *err);
+int lb_native_pending_start(void *pending, const lb_run_io *io, void **run, lb_error *err);
+int lb_native_reset(void *session, lb_error *err);
+/* Emptying tasks, and the task operations for them and native's openings. */
+int lb_native_reset_start(void *session, void **task, lb_error *err);
+int lb_native_task_fds(void *task, struct pollfd *pf, int max, int *timeout_ms);
+int lb_native_task_step(void *task, int wait_ms);
+int lb_native_task_end(void *task, void **session, lb_error *err);
+void lb_native_task_discard(void *task);
 
 /* The core's own run steps (lb_active) with the contract's signatures: drivers whose runs are
  * the core's (native) use them as their run_* operations, and so does core.spawn (spawn.c). */

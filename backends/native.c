@@ -12,7 +12,7 @@ typedef struct native_session {
 	lb_filter *filter;
 } native_session;
 
-static void native_close(void *s)
+void lb_native_close(void *s)
 {
 	native_session *n = s;
 	if (!n)
@@ -20,6 +20,16 @@ static void native_close(void *s)
 	lb_jail_close(n->jail);
 	lb_filter_free(n->filter);
 	free(n);
+}
+
+void *lb_native_session_new(lb_jail *jail, lb_filter *filter)
+{
+	native_session *n = calloc(1, sizeof *n);
+	if (n) {
+		n->jail = jail;
+		n->filter = filter;
+	}
+	return n;
 }
 
 /* A jail being opened (with the session it will become) or emptied. */
@@ -43,7 +53,7 @@ static int native_open_start(const lb_open_config *cfg, void **out, lb_error *er
 	/* Compile the filter first: a policy error is reported before any namespace is made. */
 	if (!(n->filter = lb_filter_build(&cfg->syscalls, err)) ||
 	    !(t->task = lb_jail_open_begin(&cfg->jail, err))) {
-		native_close(n);
+		lb_native_close(n);
 		free(t);
 		return -1;
 	}
@@ -51,7 +61,7 @@ static int native_open_start(const lb_open_config *cfg, void **out, lb_error *er
 	return 0;
 }
 
-static int native_reset_start(void *s, void **out, lb_error *err)
+int lb_native_reset_start(void *s, void **out, lb_error *err)
 {
 	native_task *t = calloc(1, sizeof *t);
 	if (!t) {
@@ -67,7 +77,7 @@ static int native_reset_start(void *s, void **out, lb_error *err)
 	return 0;
 }
 
-static int native_task_fds(void *t, struct pollfd *pf, int max, int *timeout_ms)
+int lb_native_task_fds(void *t, struct pollfd *pf, int max, int *timeout_ms)
 {
 	int fd = lb_jail_task_fd(((native_task *)t)->task);
 	/* No fd: the next step is due now. */
@@ -78,95 +88,95 @@ static int native_task_fds(void *t, struct pollfd *pf, int max, int *timeout_ms)
 	return 1;
 }
 
-static int native_task_step(void *t, int wait_ms)
+int lb_native_task_step(void *t, int wait_ms)
 {
 	return lb_jail_task_step(((native_task *)t)->task, wait_ms);
 }
 
-static int native_task_end(void *tp, void **session, lb_error *err)
+int lb_native_task_end(void *tp, void **session, lb_error *err)
 {
 	native_task *t = tp;
 	native_session *n = t->opening;
 	int rc = lb_jail_task_end(t->task, n ? &n->jail : NULL, err);
 	free(t);
 	if (n && (rc < 0 || !session))
-		native_close(n);
+		lb_native_close(n);
 	else if (n)
 		*session = n;
 	return rc;
 }
 
-static void native_task_discard(void *tp)
+void lb_native_task_discard(void *tp)
 {
 	native_task *t = tp;
 	if (!t)
 		return;
 	lb_jail_task_discard(t->task);
-	native_close(t->opening);
+	lb_native_close(t->opening);
 	free(t);
 }
 
 static void *native_open(const lb_open_config *cfg, lb_error *err)
 {
 	void *t, *session = NULL;
-	if (native_open_start(cfg, &t, err) < 0 || native_task_end(t, &session, err) < 0)
+	if (native_open_start(cfg, &t, err) < 0 || lb_native_task_end(t, &session, err) < 0)
 		return NULL;
 	return session;
 }
 
-static int native_run(void *s, const lb_run_spec *spec, lb_result *res, lb_error *err)
+int lb_native_run(void *s, const lb_run_spec *spec, lb_result *res, lb_error *err)
 {
 	native_session *n = s;
 	return lb_run(n->jail, spec, n->filter, res, err);
 }
 
-static int native_copy_in(void *s, const char *host_path, const char *path, unsigned mode,
+int lb_native_copy_in(void *s, const char *host_path, const char *path, unsigned mode,
 			  char *skipped, size_t skipped_len, lb_error *err)
 {
 	return lb_copy_in(((native_session *)s)->jail, host_path, path, mode, skipped, skipped_len,
 			  err);
 }
 
-static int native_copy_out(void *s, const char *path, const char *host_path, uint64_t max,
+int lb_native_copy_out(void *s, const char *path, const char *host_path, uint64_t max,
 			   char *skipped, size_t skipped_len, lb_error *err)
 {
 	return lb_copy_out(((native_session *)s)->jail, path, host_path, max, skipped, skipped_len,
 			   err);
 }
 
-static int native_collect(void *s, const char *path, uint64_t max, lb_entry_fn fn, void *ud,
+int lb_native_collect(void *s, const char *path, uint64_t max, lb_entry_fn fn, void *ud,
 			  lb_error *err)
 {
 	return lb_collect(((native_session *)s)->jail, path, max, fn, ud, err);
 }
 
-static int native_prestart(void *s, const lb_run_spec *spec, void **pending, lb_error *err)
+int lb_native_prestart(void *s, const lb_run_spec *spec, void **pending, lb_error *err)
 {
 	native_session *n = s;
 	return lb_run_begin(n->jail, spec, n->filter, (lb_pending **)pending, err);
 }
 
-static int native_pending_wait(void *p, int timeout_ms)
+int lb_native_pending_wait(void *p, int timeout_ms)
 {
 	return lb_run_wait_ready(p, timeout_ms);
 }
 
-static int native_pending_finish(void *p, const lb_run_io *io, lb_result *res, lb_error *err)
+int lb_native_pending_finish(void *p, const lb_run_io *io, lb_result *res, lb_error *err)
 {
 	return lb_run_finish(p, io, res, err);
 }
 
-static void native_pending_abandon(void *p)
+void lb_native_pending_abandon(void *p)
 {
 	lb_run_abandon(p);
 }
 
-static void native_pending_discard(void *p)
+void lb_native_pending_discard(void *p)
 {
 	lb_run_discard(p);
 }
 
-static int native_start(void *s, const lb_run_spec *spec, void **run, lb_error *err)
+int lb_native_start(void *s, const lb_run_spec *spec, void **run, lb_error *err)
 {
 	native_session *n = s;
 	if (spec->prestart) {
@@ -184,15 +194,15 @@ static int native_start(void *s, const lb_run_spec *spec, void **run, lb_error *
 	return lb_active_begin(p, &io, (lb_active **)run, err);
 }
 
-static int native_pending_start(void *p, const lb_run_io *io, void **run, lb_error *err)
+int lb_native_pending_start(void *p, const lb_run_io *io, void **run, lb_error *err)
 {
 	return lb_active_begin(p, io, (lb_active **)run, err);
 }
 
-static int native_reset(void *s, lb_error *err)
+int lb_native_reset(void *s, lb_error *err)
 {
 	void *t;
-	return native_reset_start(s, &t, err) < 0 ? -1 : native_task_end(t, NULL, err);
+	return lb_native_reset_start(s, &t, err) < 0 ? -1 : lb_native_task_end(t, NULL, err);
 }
 
 const lb_backend lb_backend_native = {
@@ -200,30 +210,30 @@ const lb_backend lb_backend_native = {
 	.caps = LB_CAP_POOL | LB_CAP_PERSISTENT_WORKSPACE | LB_CAP_NETWORK_POLICY | LB_CAP_SECCOMP |
 		LB_CAP_INTERACTIVE | LB_CAP_ROOTFS,
 	.open = native_open,
-	.run = native_run,
-	.copy_in = native_copy_in,
-	.copy_out = native_copy_out,
-	.collect = native_collect,
-	.close = native_close,
-	.prestart = native_prestart,
-	.pending_wait = native_pending_wait,
-	.pending_finish = native_pending_finish,
-	.pending_abandon = native_pending_abandon,
-	.reset = native_reset,
-	.pending_discard = native_pending_discard,
-	.start = native_start,
-	.pending_start = native_pending_start,
+	.run = lb_native_run,
+	.copy_in = lb_native_copy_in,
+	.copy_out = lb_native_copy_out,
+	.collect = lb_native_collect,
+	.close = lb_native_close,
+	.prestart = lb_native_prestart,
+	.pending_wait = lb_native_pending_wait,
+	.pending_finish = lb_native_pending_finish,
+	.pending_abandon = lb_native_pending_abandon,
+	.reset = lb_native_reset,
+	.pending_discard = lb_native_pending_discard,
+	.start = lb_native_start,
+	.pending_start = lb_native_pending_start,
 	.run_fds = lb_active_op_fds,
 	.run_step = lb_active_op_step,
 	.run_abort = lb_active_op_abort,
 	.run_end = lb_active_op_end,
 	.run_discard = lb_active_op_discard,
 	.open_start = native_open_start,
-	.reset_start = native_reset_start,
-	.task_fds = native_task_fds,
-	.task_step = native_task_step,
-	.task_end = native_task_end,
-	.task_discard = native_task_discard,
+	.reset_start = lb_native_reset_start,
+	.task_fds = lb_native_task_fds,
+	.task_step = lb_native_task_step,
+	.task_end = lb_native_task_end,
+	.task_discard = lb_native_task_discard,
 };
 
-const lb_backend *const lb_backends[] = {&lb_backend_native, NULL};
+const lb_backend *const lb_backends[] = {&lb_backend_native, &lb_backend_bubblewrap, NULL};

@@ -57,6 +57,9 @@ typedef struct lb_filter lb_filter;
 
 lb_filter *lb_filter_build(const lb_syscall_policy *policy, lb_error *err);
 void lb_filter_free(lb_filter *f);
+/* The compiled program as a sealed memfd (CLOEXEC, at offset 0) of struct sock_filter, the form
+ * bwrap's --seccomp takes; the caller closes it. */
+int lb_filter_memfd(const lb_filter *f, lb_error *err);
 /* Resolves a syscall name on the native architecture; -1 when unknown. */
 int lb_syscall_number(const char *name);
 /* The native architecture's name for syscall number nr, or NULL; valid until the next call in

@@ -58,6 +58,7 @@
  *   core.ioctl_number(name)            -> number | nil
  *   core.cgroup()                      -> version, memory, pids, note, cpu (quotas)
  *   core.listdir(path)                 -> sorted array of names | nil, err (for recipe/policy dirs)
+ *   core.readlink(path)                -> target | nil, err, errno_name (EINVAL: not a link)
  *
  * Caller mistakes (wrong types) raise errors; failures of the sandbox return nil, err.
  */
@@ -278,6 +279,37 @@ static void read_open_config(lua_State *L, lb_open_config *out)
 	}
 	sp->deny_ioctls = ioctls;
 	sp->n_deny_ioctls = n_ioctl;
+
+	/* bubblewrap: wrap = { argv = {...}, holder = path, files = {{path, data}, ...} } */
+	rawfield(L, 2, "wrap");
+	int w = lua_gettop(L);
+	if (lua_istable(L, w)) {
+		cfg.wrap_argv = string_array(L, w, "argv", &cfg.wrap_argc);
+		cfg.wrap_holder = opt_string(L, w, "holder", NULL);
+		/* (the holder is opened by the caller: a relative path is the caller's) */
+		if (cfg.wrap_argc < 1 || cfg.wrap_argv[0][0] != '/' || !cfg.wrap_holder)
+			luaL_error(L, "wrap: argv (the program's absolute path first) and holder "
+				      "are required");
+		rawfield(L, w, "files");
+		int fl = lua_gettop(L);
+		size_t n = lua_istable(L, fl) ? lua_objlen(L, fl) : 0;
+		lb_wrap_file *files = lua_newuserdata(L, (n ? n : 1) * sizeof *files);
+		for (size_t i = 0; i < n; i++) {
+			lua_rawgeti(L, fl, (int)i + 1);
+			int f = lua_gettop(L);
+			luaL_argcheck(L, lua_istable(L, f), 2, "wrap.files entries: {path=, data=}");
+			files[i].path = opt_string(L, f, "path", NULL);
+			rawfield(L, f, "data");
+			files[i].data = lua_tolstring(L, -1, &files[i].len);
+			lua_pop(L, 1);
+			if (!files[i].path || files[i].path[0] != '/' || !files[i].data)
+				luaL_error(L, "wrap.files[%d]: an absolute path and data are required",
+					   (int)i + 1);
+			lua_pop(L, 1);
+		}
+		cfg.wrap_files = files;
+		cfg.n_wrap_files = n;
+	}
 	*out = cfg;
 }
 
@@ -1194,6 +1226,21 @@ static int l_sha256_file(lua_State *L)
 	return push_hex(L, md, len);
 }
 
+/* core.readlink(path) -> target | nil, err, errno_name ("EINVAL": not a link) */
+static int l_readlink(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1);
+	char buf[PATH_MAX];
+	ssize_t n = readlink(path, buf, sizeof buf - 1);
+	if (n < 0) {
+		lb_error err;
+		lb_fail_sys(&err, errno, "readlink %s", path);
+		return lb_lua_push_error(L, &err);
+	}
+	lua_pushlstring(L, buf, (size_t)n);
+	return 1;
+}
+
 /* core.resolve_in_root(root, path) -> host path | nil, err: what path names inside root, as a
  * chroot to root would resolve it (lb_resolve_in_root) */
 static int l_resolve_in_root(lua_State *L)
@@ -1474,6 +1521,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"tar_pack", l_tar_pack},
 					 {"cell_parse", l_cell_parse},
 					 {"resolve_in_root", l_resolve_in_root},
+					 {"readlink", l_readlink},
 					 {"layer_apply", l_layer_apply},
 					 {"sha256_file", l_sha256_file},
 					 {"tar_host", l_tar_host},

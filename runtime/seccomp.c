@@ -261,6 +261,22 @@ void lb_filter_free(lb_filter *f)
 	}
 }
 
+int lb_filter_memfd(const lb_filter *f, lb_error *err)
+{
+	int fd = memfd_create("llmbox-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return lb_fail_sys(err, errno, "memfd_create");
+	size_t len = (size_t)f->prog.len * sizeof(struct sock_filter);
+	/* sealed: whoever reads it gets the program compiled here, nothing written after */
+	if (lb_write_all(fd, f->prog.filter, len) < 0 || lseek(fd, 0, SEEK_SET) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
+		int e = errno;
+		close(fd);
+		return lb_fail_sys(err, e, "writing the seccomp program to a memfd");
+	}
+	return fd;
+}
+
 int lb_filter_load(const lb_filter *f, lb_error *err)
 {
 	if (!f)

@@ -44,8 +44,8 @@ _M.LAYOUT_KEYS = { "workspace", "code", "plots", "tmp" }
 local REGISTRY = {
     { name = "native", module = "llmbox.backends.native", aliases = {},
         description = "llmbox's own jail: namespaces, seccomp, rlimits and cgroups; needs no daemon" },
-    { name = "bubblewrap", aliases = { "bwrap" }, planned = true,
-        description = "the same promise built from bwrap's command line" },
+    { name = "bubblewrap", aliases = { "bwrap" }, module = "llmbox.backends.bubblewrap",
+        description = "the same jail built by bwrap (bubblewrap) from the policy; needs no daemon" },
     { name = "nsjail", aliases = {}, planned = true,
         description = "a generated configuration for an installed nsjail" },
     { name = "docker", aliases = {}, module = "llmbox.backends.docker",

@@ -130,19 +130,21 @@ function Handle:close() return self.session:close() end
 function Handle:closed() return self.session:closed() end
 
 -- The core's open config for a neutral sandbox spec (llmbox.plan), or nil, err. Deny by
--- default: what the jail cannot honour is refused, never run with less.
-local function translate(spec)
+-- default: what the jail cannot honour is refused, never run with less. `name`: the backend
+-- the errors name (the bubblewrap driver translates with this too).
+local function translate(spec, name)
+    name = name or "native"
     local pol = spec.policy
     if spec.image then
-        return nil, ("an image was asked for (%s); the native backend runs the host's interpreters, or a root "
+        return nil, ("an image was asked for (%s); the %s backend runs the host's interpreters, or a root "
             .. "filesystem (rootfs = DIR, --image dir:DIR): use a backend that runs images (docker, podman)")
-            :format(spec.image)
+            :format(spec.image, name)
     end
     if spec.network.mode ~= "none" then
         -- Deny by default: nothing but loopback exists in the jail, so say so instead of
         -- running with a network the policy did not get.
-        return nil, ("policy %q asks for network mode %q; the native backend only provides "
-            .. "\"none\" (loopback only)"):format(pol.name, spec.network.mode)
+        return nil, ("policy %q asks for network mode %q; the %s backend only provides "
+            .. "\"none\" (loopback only)"):format(pol.name, spec.network.mode, name)
     end
     if spec.limits.cgroup == "require" then
         local version, _, _, note = core.cgroup()
@@ -201,15 +203,22 @@ function Opening:result()
     return setmetatable({ session = session }, Handle)
 end
 
+_M.translate = translate
+
+--- native.opening(core_backend, cfg) -> opening | nil, err: a jail session that the core's driver
+--- of that name (native, bubblewrap) opens from its open config, without blocking the caller
+function _M.opening(core_backend, cfg)
+    local task, err, code = core.open_start(core_backend, cfg)
+    if not task then return nil, err, code end
+    return setmetatable({ task = task }, Opening)
+end
+
 --- native.open_start(spec) -> opening | nil, err: opens a jail without blocking the caller
 --- (opening:fds(), opening:step(0), then opening:result() -> handle | nil, err)
 function _M.open_start(spec)
     local cfg, err = translate(spec)
     if not cfg then return nil, err end
-    local task, code
-    task, err, code = core.open_start("native", cfg)
-    if not task then return nil, err, code end
-    return setmetatable({ task = task }, Opening)
+    return _M.opening("native", cfg)
 end
 
 --- native.open(spec) -> handle | nil, err: a jail from a neutral sandbox spec (llmbox.plan)

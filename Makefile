@@ -48,9 +48,9 @@ MODULE := build/lib/llmbox/core.so
 HTTP_MODULE := build/lib/llmbox/http_core.so
 # The docker/podman backends' helper inside each container: static, it runs in any image.
 HELPER := build/lib/llmbox/container-exec
-# The bubblewrap backend's holder, started by bwrap in the jail it built: static, as any root
+# The bubblewrap backend's last step, started by bwrap in the jail it built: static, as any root
 # filesystem may be the jail's.
-HOLDER := build/lib/llmbox/bwrap-hold
+DONE := build/lib/llmbox/bwrap-done
 
 # Debian packages: what building needs, and what the specs need on top.
 DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev libssl-dev libhttp-parser-dev lua-cjson lua-luv python3
@@ -69,7 +69,7 @@ DEPS_TEST  := bubblewrap lua-busted lua-check clang-format luarocks procps opens
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test print-deps-langs soak lint format install uninstall clean paths
 
-all: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER) $(HOLDER) paths
+all: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER) $(DONE) paths
 
 build/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -92,7 +92,7 @@ $(HELPER): backends/container_exec.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong $(CFLAGS) -static -s -o $@ $<
 
-$(HOLDER): backends/bwrap_hold.c
+$(DONE): backends/bwrap_done.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong $(CFLAGS) -static -s -o $@ $<
 
@@ -150,12 +150,12 @@ soak: deps-test
 lint: deps-test
 	@luacheck -q --formatter plain lua policies spec bench examples && echo "luacheck (.luacheckrc): ok"
 	@echo "clang-format check"
-	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c backends/bwrap_hold.c $(HEADERS)
+	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c backends/bwrap_done.c $(HEADERS)
 	@$(MAKE) --no-print-directory clean >/dev/null
 	@$(MAKE) --no-print-directory all CFLAGS="-O2 -g" >/dev/null && echo "build with -Wall -Wextra -Werror: ok"
 
 format:
-	clang-format -i $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c backends/bwrap_hold.c $(HEADERS)
+	clang-format -i $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c backends/bwrap_done.c $(HEADERS)
 
 install: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR) $(DESTDIR)$(DATADIR)/policies/pools
@@ -163,7 +163,7 @@ install: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER)
 	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/llmbox/core.so
 	install -m 0755 $(HTTP_MODULE) $(DESTDIR)$(LIBDIR)/llmbox/http_core.so
 	install -m 0755 $(HELPER) $(DESTDIR)$(LIBDIR)/llmbox/container-exec
-	install -m 0755 $(HOLDER) $(DESTDIR)$(LIBDIR)/llmbox/bwrap-hold
+	install -m 0755 $(DONE) $(DESTDIR)$(LIBDIR)/llmbox/bwrap-done
 	cd lua && find llmbox -type d -exec install -d $(DESTDIR)$(LUADIR)/{} \;
 	cd lua && find llmbox -type f -exec install -m 0644 {} $(DESTDIR)$(LUADIR)/{} \;
 	install -d $(DESTDIR)$(LUADIR)/resty

@@ -44,11 +44,12 @@ typedef struct lb_open_config {
 	lb_jail_config jail;
 	lb_syscall_policy syscalls;
 	/* bubblewrap only: bwrap's command line (its path first) as llmbox.backends.bubblewrap
-	 * made it from the policy, without the fds the driver adds (files, seccomp, the holder);
-	 * the holder program (bwrap_hold.c); the files to place before the mounts. */
+	 * made it from the policy, without the fds the driver adds (files, seccomp, info and
+	 * block pipes, the program); the program bwrap starts once the jail is built
+	 * (bwrap_done.c); the files to place before the mounts. */
 	const char *const *wrap_argv;
 	size_t wrap_argc;
-	const char *wrap_holder;
+	const char *wrap_done;
 	const lb_wrap_file *wrap_files;
 	size_t n_wrap_files;
 } lb_open_config;

@@ -4,20 +4,22 @@
  * policy (new user, mount, pid, net, ipc, uts and cgroup namespaces; a tmpfs root holding only
  * the policy's read-only paths; size-limited tmpfs workspace, /tmp and /dev/shm; a minimal /dev;
  * /proc; the root read-only), plus what only this driver can add: /etc's files as memfds
- * (--ro-bind-data), the policy's seccomp program (--seccomp), and the program to start, llmbox's
- * holder (bwrap_hold.c), exec'd through /proc/self/fd so nothing of llmbox's is placed in the
- * jail. bwrap runs as the host uid the sandbox user maps to (nobody when llmbox runs as root,
- * never host root), so the jail is that user's, as a native one is.
+ * (--ro-bind-data), the policy's seccomp program (--seccomp), --info-fd and --block-fd, and the
+ * program to start, bwrap_done.c (exit 0), exec'd through /proc/self/fd so nothing of llmbox's is
+ * placed in the jail. bwrap runs as the host uid the sandbox user maps to (nobody when llmbox
+ * runs as root, never host root), so the jail is that user's, as a native one is.
  *
- * The holder sends the jail's namespaces back over its stdout (a unix socket) and exits, and bwrap
- * with it. From then on the session is a native one (lb_native_*): the namespaces held as fds,
- * every run, copy and emptying done by the core entering them, each run in new pid and ipc
- * namespaces with the seccomp filter, no capabilities and the policy's limits. No user code runs
- * in the jail before its namespaces are in llmbox's hands, and each one received is checked to be
- * what it claims (its type; the user namespace's owner).
+ * bwrap reports the pid of the jail's first process on the info fd; that process builds the
+ * jail, then waits on the block fd before it starts the program. Meanwhile llmbox opens its
+ * namespaces (it cannot exit before it is let go, so the pid names it) and checks them (their
+ * types; the user namespace's owner), then lets it go. The program exits 0 and bwrap with it:
+ * only then was the jail built completely, and only then is the session handed out. From then on
+ * it is a native session (lb_native_*): the namespaces held as fds, every run, copy and emptying
+ * done by the core entering them, each run in new pid and ipc namespaces with the seccomp filter,
+ * no capabilities and the policy's limits. No user code runs in the jail before that.
  *
- * Opening is a task an event loop drives: the socket until the namespaces (or its end, when bwrap
- * failed) arrive, then a pidfd of bwrap until it has exited; bwrap's stderr is the error. */
+ * Opening is a task an event loop drives: the info pipe until its end, then a pidfd of bwrap
+ * until it has exited; bwrap's stderr is the error. */
 #define _GNU_SOURCE
 #include "backend.h"
 #include "../runtime/internal.h"
@@ -35,24 +37,20 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The namespaces the holder sends, in this order (bwrap_hold.c); the cgroup one may be missing. */
-#define HOLD_NS 5
-static const int hold_types[HOLD_NS] = {CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUTS,
-					CLONE_NEWCGROUP};
-
-enum { BW_WAIT_NS, BW_WAIT_EXIT, BW_OVER };
+enum { BW_WAIT_PID, BW_WAIT_EXIT, BW_OVER };
 
 typedef struct bwrap_task {
 	void *reset; /* an emptying (native's task), or NULL for an opening */
 	int state;
 	pid_t pid;
-	int pidfd, sock, errfd;
-	lb_jail *jail; /* filled from the holder's namespaces */
+	int pidfd, info, block, errfd;
+	char said[256]; /* what came on the info fd */
+	size_t said_len;
+	lb_jail *jail; /* filled from the namespaces of the jail's first process */
 	lb_filter *filter;
 	bool failed;
 	lb_error err;
@@ -66,7 +64,8 @@ static void task_free(bwrap_task *t)
 			;
 	}
 	lb_close_fd(&t->pidfd);
-	lb_close_fd(&t->sock);
+	lb_close_fd(&t->info);
+	lb_close_fd(&t->block);
 	lb_close_fd(&t->errfd);
 	lb_jail_close(t->jail);
 	lb_filter_free(t->filter);
@@ -86,62 +85,60 @@ static void read_stderr(bwrap_task *t, char *buf, size_t len)
 			*p = (p[1] ? ' ' : '\0');
 }
 
-/* Receives the holder's namespaces; false (and t->err) when they did not come or are not right. */
-static bool receive_namespaces(bwrap_task *t)
+static int open_ns(pid_t pid, const char *name, int type, bool optional)
 {
-	char data[16] = "";
-	union {
-		char buf[CMSG_SPACE(HOLD_NS * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = {.iov_base = data, .iov_len = sizeof data - 1};
-	struct msghdr msg = {
-		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-	ssize_t n;
-	while ((n = recvmsg(t->sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT)) < 0 && errno == EINTR)
-		;
-	int fds[HOLD_NS], nfds = 0;
-	struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-		nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		memcpy(fds, CMSG_DATA(c), (size_t)nfds * sizeof(int));
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)pid, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return optional && errno == ENOENT ? -1 : -2;
+	if (ioctl(fd, NS_GET_NSTYPE) != type) {
+		close(fd);
+		return -2;
 	}
-	if (n <= 0) {
-		/* no holder: bwrap failed, and says why on stderr once it has exited */
+	return fd;
+}
+
+/* Takes the namespaces of the jail's first process, named on the info fd, and lets it go on;
+ * false (and t->err) when there is none or they are not right. */
+static bool take_namespaces(bwrap_task *t)
+{
+	t->said[t->said_len] = '\0';
+	const char *at = strstr(t->said, "\"child-pid\":");
+	long pid = at ? strtol(at + strlen("\"child-pid\":"), NULL, 10) : 0;
+	if (pid <= 0) {
+		/* bwrap failed before it made the jail, and says why on stderr once it has exited */
 		t->failed = true;
 		lb_fail(&t->err, EIO, "bubblewrap could not build the sandbox");
 		return false;
 	}
-	/* "ns" plus one letter per namespace, 'y' when sent */
-	bool ok = !(msg.msg_flags & MSG_CTRUNC) && n == 2 + HOLD_NS && !memcmp(data, "ns", 2);
-	int used = 0, got[HOLD_NS];
-	for (int i = 0; ok && i < HOLD_NS; i++) {
-		got[i] = -1;
-		if (data[2 + i] != 'y')
-			continue;
-		if (used >= nfds || ioctl(fds[used], NS_GET_NSTYPE) != hold_types[i])
-			ok = false;
-		else
-			got[i] = fds[used++];
-	}
-	ok = ok && used == nfds && got[0] >= 0 && got[1] >= 0 && got[2] >= 0 && got[3] >= 0;
+	lb_jail *j = t->jail;
+	j->userns = open_ns((pid_t)pid, "user", CLONE_NEWUSER, false);
+	j->mntns = open_ns((pid_t)pid, "mnt", CLONE_NEWNS, false);
+	j->netns = open_ns((pid_t)pid, "net", CLONE_NEWNET, false);
+	j->utsns = open_ns((pid_t)pid, "uts", CLONE_NEWUTS, false);
+	j->cgroupns = open_ns((pid_t)pid, "cgroup", CLONE_NEWCGROUP, true);
 	uid_t owner;
-	if (ok && (ioctl(got[0], NS_GET_OWNER_UID, &owner) < 0 || owner != t->jail->host_uid))
-		ok = false;
+	/* (the user namespace is the one bwrap made as the sandbox user's host uid) */
+	bool ok = j->userns >= 0 && j->mntns >= 0 && j->netns >= 0 && j->utsns >= 0 &&
+		  j->cgroupns != -2 && ioctl(j->userns, NS_GET_OWNER_UID, &owner) == 0 &&
+		  owner == j->host_uid;
+	if (j->cgroupns == -2)
+		j->cgroupns = -1;
 	if (!ok) {
-		for (int i = 0; i < nfds; i++)
-			close(fds[i]);
 		t->failed = true;
 		lb_fail(&t->err, EPROTO,
-			"the holder in the bubblewrap sandbox did not send its namespaces as "
-			"expected");
+			"the namespaces of the bubblewrap sandbox's first process (pid %ld) could "
+			"not be taken",
+			pid);
 		return false;
 	}
-	t->jail->userns = got[0];
-	t->jail->mntns = got[1];
-	t->jail->netns = got[2];
-	t->jail->utsns = got[3];
-	t->jail->cgroupns = got[4];
+	char go = 'g';
+	if (write(t->block, &go, 1) != 1) {
+		t->failed = true;
+		lb_fail_sys(&t->err, errno, "letting the bubblewrap sandbox go on");
+		return false;
+	}
 	return true;
 }
 
@@ -150,7 +147,7 @@ static int open_step(bwrap_task *t, int wait_ms)
 {
 	if (t->state == BW_OVER)
 		return 1;
-	struct pollfd pf = {.fd = t->state == BW_WAIT_NS ? t->sock : t->pidfd, .events = POLLIN};
+	struct pollfd pf = {.fd = t->state == BW_WAIT_PID ? t->info : t->pidfd, .events = POLLIN};
 	if (pf.fd >= 0 && wait_ms != 0) {
 		int r = poll(&pf, 1, wait_ms);
 		if (r <= 0)
@@ -158,9 +155,24 @@ static int open_step(bwrap_task *t, int wait_ms)
 	} else if (pf.fd >= 0 && poll(&pf, 1, 0) <= 0) {
 		return 0;
 	}
-	if (t->state == BW_WAIT_NS) {
-		receive_namespaces(t);
-		lb_close_fd(&t->sock);
+	if (t->state == BW_WAIT_PID) {
+		ssize_t n;
+		while ((n = read(t->info, t->said + t->said_len,
+				 sizeof t->said - 1 - t->said_len)) < 0 &&
+		       errno == EINTR)
+			;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n > 0 && t->said_len + (size_t)n < sizeof t->said - 1) {
+			t->said_len += (size_t)n;
+			return 0;
+		}
+		/* its end (bwrap closes it once it has written), or more than it ever says */
+		if (n > 0)
+			t->said_len += (size_t)n;
+		take_namespaces(t);
+		lb_close_fd(&t->info);
+		lb_close_fd(&t->block); /* (bwrap's first process also goes on when it ends) */
 		t->state = BW_WAIT_EXIT;
 		return 0;
 	}
@@ -190,16 +202,16 @@ static int open_step(bwrap_task *t, int wait_ms)
 	return 1;
 }
 
-/* The child that becomes bwrap: stdin /dev/null, stdout the socket, stderr the error pipe, the
- * listed fds open across exec, running as the sandbox user's host uid. Never returns. */
-static void exec_bwrap(char **argv, int sock, int errfd, const int *pass, size_t n_pass,
-		       const lb_jail *j, pid_t parent)
+/* The child that becomes bwrap: stdin and stdout /dev/null, stderr the error pipe, the listed
+ * fds open across exec, running as the sandbox user's host uid. Never returns. */
+static void exec_bwrap(char **argv, int errfd, const int *pass, size_t n_pass, const lb_jail *j,
+		       pid_t parent)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(127);
-	int null = open("/dev/null", O_RDONLY);
-	if (null < 0 || dup2(null, 0) < 0 || dup2(sock, 1) < 0 || dup2(errfd, 2) < 0)
+	int null = open("/dev/null", O_RDWR);
+	if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(errfd, 2) < 0)
 		_exit(127);
 	int keep[64];
 	size_t n = 0;
@@ -234,7 +246,7 @@ static int data_fd(const char *name, const char *data, size_t len)
 
 static int bwrap_open_start(const lb_open_config *cfg, void **out, lb_error *err)
 {
-	if (!cfg->wrap_argv || cfg->wrap_argc < 1 || !cfg->wrap_holder)
+	if (!cfg->wrap_argv || cfg->wrap_argc < 1 || !cfg->wrap_done)
 		return lb_fail(err, EINVAL, "bubblewrap: the open config has no bwrap command line");
 	if (cfg->n_wrap_files > 16)
 		return lb_fail(err, E2BIG, "bubblewrap: at most 16 files are placed in a jail");
@@ -253,13 +265,15 @@ static int bwrap_open_start(const lb_open_config *cfg, void **out, lb_error *err
 		return lb_fail(err, ENOMEM, "out of memory");
 	}
 	t->pid = -1;
-	t->pidfd = t->sock = t->errfd = -1;
+	t->pidfd = t->info = t->block = t->errfd = -1;
 	t->jail = j;
 	j->userns = j->mntns = j->netns = j->utsns = j->cgroupns = -1;
 	j->host_uid = host_uid;
 	j->host_gid = root ? cfg->jail.host_gid : getegid();
 
-	int sv[2] = {-1, -1}, ep[2] = {-1, -1}, pass[2 + 16], n_pass = 0;
+	/* fds bwrap gets: the seccomp program, the program to start, the info and block pipes'
+	 * ends, the files; ours: the other ends and bwrap's stderr */
+	int pass[4 + 16], n_pass = 0, info[2] = {-1, -1}, block[2] = {-1, -1}, ep[2] = {-1, -1};
 	char **argv = NULL;
 	char(*num)[32] = NULL;
 	/* Compile the filter first: a policy error is reported before any namespace is made. */
@@ -269,17 +283,22 @@ static int bwrap_open_start(const lb_open_config *cfg, void **out, lb_error *err
 	if (seccomp < 0)
 		goto fail;
 	pass[n_pass++] = seccomp;
-	int holder = open(cfg->wrap_holder, O_RDONLY | O_CLOEXEC);
-	if (holder < 0) {
-		lb_fail_sys(err, errno, "opening the bubblewrap holder %s (make builds it)",
-			    cfg->wrap_holder);
+	int done = open(cfg->wrap_done, O_RDONLY | O_CLOEXEC);
+	if (done < 0) {
+		lb_fail_sys(err, errno, "opening %s (make builds it)", cfg->wrap_done);
 		goto fail;
 	}
-	pass[n_pass++] = holder;
-	/* bwrap, the files, the policy's part, --seccomp N, --, /proc/self/fd/N, NULL */
-	size_t argc = 0, max = 1 + 3 * cfg->n_wrap_files + cfg->wrap_argc + 5;
+	pass[n_pass++] = done;
+	if (pipe2(info, O_CLOEXEC) < 0 || pipe2(block, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+		lb_fail_sys(err, errno, "pipe2");
+		goto fail;
+	}
+	pass[n_pass++] = info[1];
+	pass[n_pass++] = block[0];
+	/* bwrap, the files, the policy's part, 4 options with a number each, --, the program */
+	size_t argc = 0, max = 1 + 3 * cfg->n_wrap_files + cfg->wrap_argc + 8 + 3;
 	argv = calloc(max, sizeof *argv);
-	num = calloc(2 + cfg->n_wrap_files, sizeof *num);
+	num = calloc(4 + cfg->n_wrap_files, sizeof *num);
 	if (!argv || !num) {
 		lb_fail(err, ENOMEM, "out of memory");
 		goto fail;
@@ -293,26 +312,25 @@ static int bwrap_open_start(const lb_open_config *cfg, void **out, lb_error *err
 			goto fail;
 		}
 		pass[n_pass++] = fd;
-		snprintf(num[2 + i], sizeof num[0], "%d", fd);
+		snprintf(num[4 + i], sizeof num[0], "%d", fd);
 		argv[argc++] = "--ro-bind-data";
-		argv[argc++] = num[2 + i];
+		argv[argc++] = num[4 + i];
 		argv[argc++] = (char *)f->path;
 	}
 	for (size_t i = 1; i < cfg->wrap_argc; i++)
 		argv[argc++] = (char *)cfg->wrap_argv[i];
-	snprintf(num[0], sizeof num[0], "%d", seccomp);
-	snprintf(num[1], sizeof num[1], "/proc/self/fd/%d", holder);
-	argv[argc++] = "--seccomp";
-	argv[argc++] = num[0];
+	static const char *const opts[] = {"--seccomp", "--info-fd", "--block-fd"};
+	const int fds[] = {seccomp, info[1], block[0]};
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(num[i], sizeof num[0], "%d", fds[i]);
+		argv[argc++] = (char *)opts[i];
+		argv[argc++] = num[i];
+	}
+	snprintf(num[3], sizeof num[0], "/proc/self/fd/%d", done);
 	argv[argc++] = "--";
-	argv[argc++] = num[1];
+	argv[argc++] = num[3];
 	argv[argc] = NULL;
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
-	    pipe2(ep, O_CLOEXEC) < 0) {
-		lb_fail_sys(err, errno, "socketpair");
-		goto fail;
-	}
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -320,13 +338,14 @@ static int bwrap_open_start(const lb_open_config *cfg, void **out, lb_error *err
 		goto fail;
 	}
 	if (pid == 0)
-		exec_bwrap(argv, sv[1], ep[1], pass, (size_t)n_pass, j, parent);
+		exec_bwrap(argv, ep[1], pass, (size_t)n_pass, j, parent);
 	t->pid = pid;
 	t->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	t->sock = sv[0];
+	t->info = info[0];
+	t->block = block[1];
 	t->errfd = ep[0];
+	fcntl(t->info, F_SETFL, O_NONBLOCK);
 	fcntl(t->errfd, F_SETFL, O_NONBLOCK);
-	close(sv[1]);
 	close(ep[1]);
 	for (int i = 0; i < n_pass; i++)
 		close(pass[i]);
@@ -337,12 +356,13 @@ static int bwrap_open_start(const lb_open_config *cfg, void **out, lb_error *err
 fail:
 	for (int i = 0; i < n_pass; i++)
 		close(pass[i]);
-	for (int i = 0; i < 2; i++) {
-		if (sv[i] >= 0)
-			close(sv[i]);
+	if (info[0] >= 0)
+		close(info[0]);
+	if (block[1] >= 0)
+		close(block[1]);
+	for (int i = 0; i < 2; i++)
 		if (ep[i] >= 0)
 			close(ep[i]);
-	}
 	free(argv);
 	free(num);
 	task_free(t);
@@ -354,7 +374,7 @@ static int bwrap_reset_start(void *s, void **out, lb_error *err)
 	bwrap_task *t = calloc(1, sizeof *t);
 	if (!t)
 		return lb_fail(err, ENOMEM, "out of memory");
-	t->pidfd = t->sock = t->errfd = -1;
+	t->pidfd = t->info = t->block = t->errfd = -1;
 	t->pid = -1;
 	if (lb_native_reset_start(s, &t->reset, err) < 0) {
 		free(t);
@@ -369,7 +389,7 @@ static int bwrap_task_fds(void *tp, struct pollfd *pf, int max, int *timeout_ms)
 	bwrap_task *t = tp;
 	if (t->reset)
 		return lb_native_task_fds(t->reset, pf, max, timeout_ms);
-	int fd = t->state == BW_WAIT_NS ? t->sock : t->state == BW_WAIT_EXIT ? t->pidfd : -1;
+	int fd = t->state == BW_WAIT_PID ? t->info : t->state == BW_WAIT_EXIT ? t->pidfd : -1;
 	*timeout_ms = fd < 0 ? 0 : -1;
 	if (fd < 0 || max < 1)
 		return 0;
@@ -420,7 +440,7 @@ static void bwrap_task_discard(void *tp)
 		free(t);
 		return;
 	}
-	/* bwrap dies with its holder; collected later by lb_reap, never waited for here */
+	/* collected later by lb_reap, never waited for here */
 	if (t->pid > 0) {
 		kill(t->pid, SIGKILL);
 		lb_bury_pid(t->pid);

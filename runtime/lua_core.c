@@ -280,15 +280,15 @@ static void read_open_config(lua_State *L, lb_open_config *out)
 	sp->deny_ioctls = ioctls;
 	sp->n_deny_ioctls = n_ioctl;
 
-	/* bubblewrap: wrap = { argv = {...}, holder = path, files = {{path, data}, ...} } */
+	/* bubblewrap: wrap = { argv = {...}, done = path, files = {{path, data}, ...} } */
 	rawfield(L, 2, "wrap");
 	int w = lua_gettop(L);
 	if (lua_istable(L, w)) {
 		cfg.wrap_argv = string_array(L, w, "argv", &cfg.wrap_argc);
-		cfg.wrap_holder = opt_string(L, w, "holder", NULL);
-		/* (the holder is opened by the caller: a relative path is the caller's) */
-		if (cfg.wrap_argc < 1 || cfg.wrap_argv[0][0] != '/' || !cfg.wrap_holder)
-			luaL_error(L, "wrap: argv (the program's absolute path first) and holder "
+		cfg.wrap_done = opt_string(L, w, "done", NULL);
+		/* (done is opened by the caller: a relative path is the caller's) */
+		if (cfg.wrap_argc < 1 || cfg.wrap_argv[0][0] != '/' || !cfg.wrap_done)
+			luaL_error(L, "wrap: argv (the program's absolute path first) and done "
 				      "are required");
 		rawfield(L, w, "files");
 		int fl = lua_gettop(L);

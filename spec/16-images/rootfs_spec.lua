@@ -8,7 +8,9 @@ local helpers = require "spec.helpers"
 
 local q = helpers.shell_quote
 
-describe("native sessions from a root filesystem #unpriv", function()
+-- The same on the bubblewrap backend, whose jail bwrap builds from the same root.
+for _, B in ipairs({ "native", "bubblewrap" }) do
+describe(B .. " sessions from a root filesystem #unpriv", function()
     local root, evil
     setup(function()
         local base = helpers.tmpdir()
@@ -26,7 +28,7 @@ describe("native sessions from a root filesystem #unpriv", function()
     it("run the image's interpreter and libraries, not the host's", function()
         local host = assert(llmbox.run("import os, sys; print(len(os.listdir('/usr/bin')))"))
         local r = assert(llmbox.run("import os, sys; print(len(os.listdir('/usr/bin')))\nprint(sys.executable)",
-            { rootfs = root }))
+            { rootfs = root, backend = B }))
         assert.equal(0, r.exit_code, r.stderr)
         local n = tonumber(r.stdout:match("^(%d+)"))
         -- the image holds a few hundred programs; the host where the specs run, many more
@@ -37,7 +39,7 @@ describe("native sessions from a root filesystem #unpriv", function()
     end)
 
     it("keep a session's workspace and bring back plots drawn with the image's matplotlib", function()
-        local s = assert(llmbox.session({ lang = "python", image = "dir:" .. root }))
+        local s = assert(llmbox.session({ lang = "python", image = "dir:" .. root, backend = B }))
         finally(function() s:close() end)
         assert.equal(0, assert(s:run("open('kept.txt', 'w').write('yes')")).exit_code)
         local r = assert(s:run("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nprint(open('kept.txt').read())"))
@@ -48,7 +50,7 @@ describe("native sessions from a root filesystem #unpriv", function()
     end)
 
     it("run interactive sessions from the image", function()
-        local s = assert(llmbox.session({ lang = "python", rootfs = root, interactive = true }))
+        local s = assert(llmbox.session({ lang = "python", rootfs = root, interactive = true, backend = B }))
         finally(function() s:close() end)
         assert(s:run("import sys\nv = sys.version_info[:2]"))
         local r = assert(s:run("v"))
@@ -57,13 +59,26 @@ describe("native sessions from a root filesystem #unpriv", function()
 
     it("resolve the image's links inside it: none reaches the host's files", function()
         local r = assert(llmbox.run("import os\nprint(os.path.exists('/etc/localtime'))\nprint(sorted(os.listdir('/etc/ssl/certs')))",
-            { rootfs = evil }))
+            { rootfs = evil, backend = B }))
         assert.equal(0, r.exit_code, r.stderr)
         -- /etc/localtime -> /etc/shadow is the image's /etc/shadow (none); /etc/ssl/certs -> ../../.. is the
         -- image's own /etc
         assert.equal("False", r.stdout:match("^(%a+)\n"))
         assert.not_matches("shadow", r.stdout, 1, true)
         assert.matches("'matplotlibrc'", r.stdout, 1, true)
+    end)
+
+end)
+end
+
+describe("root filesystems: what is refused #unpriv", function()
+    local root
+    setup(function()
+        local base = helpers.tmpdir()
+        root = base .. "/py"
+        os.execute("chmod 755 " .. q(base))
+        assert(os.execute(("/usr/bin/python3 spec/support/python_image.py %s/py.tar >/dev/null && mkdir %s && "
+            .. "tar -xf %s/py.tar -C %s && rm %s/py.tar"):format(q(base), q(root), q(base), q(root), q(base))) == 0)
     end)
 
     it("refuse what is not a root filesystem, archives that are not there, and backends without roots", function()

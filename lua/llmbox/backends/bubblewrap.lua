@@ -44,14 +44,14 @@ local function find_bwrap()
     return nil, "bwrap is not installed (Debian: apt-get install bubblewrap; or set LLMBOX_BWRAP)"
 end
 
--- The holder (backends/bwrap_hold.c), beside the C module: build/lib/llmbox/bwrap-hold, or where
--- `make install` put it.
-local function find_holder()
+-- The program bwrap starts once the jail is built (backends/bwrap_done.c), beside the C module:
+-- build/lib/llmbox/bwrap-done, or where `make install` put it.
+local function find_done()
     local so = package.searchpath("llmbox.core", package.cpath)
-    local path = so and so:gsub("core%.so$", "bwrap-hold")
+    local path = so and so:gsub("core%.so$", "bwrap-done")
     local f = path and io.open(path, "rb")
     if not f then
-        return nil, "llmbox's bwrap-hold helper is missing beside llmbox's core module (run make)"
+        return nil, "llmbox's bwrap-done helper is missing beside llmbox's core module (run make)"
     end
     f:close()
     return path
@@ -60,9 +60,9 @@ end
 function _M.usable()
     local bwrap, why = find_bwrap()
     if not bwrap then return false, why end
-    local holder
-    holder, why = find_holder()
-    if not holder then return false, why end
+    local done
+    done, why = find_done()
+    if not done then return false, why end
     -- the kernel features the jail needs are the native jail's (user namespaces, seccomp, ...)
     return native.usable()
 end
@@ -85,16 +85,16 @@ local function is_dir(path)
 end
 
 --- bubblewrap.command(spec) -> cfg | nil, err: the core's open config for a neutral sandbox
---- spec, with cfg.wrap = { argv = bwrap's command line, holder, files } (what `llmbox backends`
---- documents and the specs read). The driver adds the files, the seccomp program and the holder.
+--- spec, with cfg.wrap = { argv = bwrap's command line, done, files } (the specs read it). The
+--- driver adds the files, the seccomp program, the info and block fds and the program to start.
 function _M.command(spec)
     local cfg, err = native.translate(spec, _M.name)
     if not cfg then return nil, err end
-    local bwrap, holder
+    local bwrap, done
     bwrap, err = find_bwrap()
     if not bwrap then return nil, err end
-    holder, err = find_holder()
-    if not holder then return nil, err end
+    done, err = find_done()
+    if not done then return nil, err end
     local a = { bwrap }
     local function add(...)
         for _, v in ipairs({ ... }) do a[#a + 1] = tostring(v) end
@@ -142,7 +142,7 @@ function _M.command(spec)
         end
     end
     add("--proc", "/proc", "--remount-ro", "/")
-    cfg.wrap = { argv = a, holder = holder, files = etc_files(cfg.hostname or "llmbox") }
+    cfg.wrap = { argv = a, done = done, files = etc_files(cfg.hostname or "llmbox") }
     return cfg
 end
 

@@ -141,6 +141,24 @@ local function check_result(res, err, want_warm)
     return true
 end
 
+-- A cold session + run + close, with the parts timed; opts: the session's (backend, rootfs).
+local function cold_session(r, opts)
+    local t0 = now()
+    local s, err = llmbox.session(opts)
+    local t1 = now()
+    local res, rerr, t2
+    if s then
+        res, rerr = s:run("print(1)")
+        t2 = now()
+        s:close()
+    end
+    local ms = now() - t0
+    local ok, why = check_result(res, rerr or err)
+    record(r, ms, ok, why)
+    if ok then part(r, "llmbox.session{ lang = \"python\" }", t1 - t0) part(r, "s:run", t2 - t1)
+        part(r, "s:run's own duration_ms", res.duration_ms) part(r, "s:close()", ms - (t2 - t0)) end
+end
+
 local latency_rows = {
     { row("bare", "bare python3 -c 'print(1)' (floor)", { short = "bare python3" }), function(r) time_process(r, { PY, "-c", "print(1)" }) end },
     { row("pooled", "llmbox pooled (fast path): lease + run", { short = "llmbox pooled" }), function(r)
@@ -158,20 +176,7 @@ local latency_rows = {
             part(r, "s:run's own duration_ms", res.duration_ms) end
     end },
     { row("cold", "llmbox cold: session + run + close", { short = "llmbox cold" }), function(r)
-        local t0 = now()
-        local s, err = llmbox.session({ lang = "python" })
-        local t1 = now()
-        local res, rerr, t2
-        if s then
-            res, rerr = s:run("print(1)")
-            t2 = now()
-            s:close()
-        end
-        local ms = now() - t0
-        local ok, why = check_result(res, rerr or err)
-        record(r, ms, ok, why)
-        if ok then part(r, "llmbox.session{ lang = \"python\" }", t1 - t0) part(r, "s:run", t2 - t1)
-            part(r, "s:run's own duration_ms", res.duration_ms) part(r, "s:close()", ms - (t2 - t0)) end
+        cold_session(r, { lang = "python" })
     end },
     { row("cli", "llmbox CLI: llmbox run -c 'print(1)'", { short = "llmbox CLI run" }), function(r)
         time_process(r, { LLMBOX_BIN, "run", "-c", "print(1)" })
@@ -191,20 +196,21 @@ end
 if ROOTFS then
     latency_rows[#latency_rows + 1] = { row("cold_rootfs", "llmbox cold from a root filesystem (rootfs = DIR)",
         { short = "llmbox cold, rootfs" }), function(r)
-        local t0 = now()
-        local s, err = llmbox.session({ lang = "python", rootfs = ROOTFS })
-        local res, rerr
-        if s then
-            res, rerr = s:run("print(1)")
-            s:close()
-        end
-        local ok, why = check_result(res, rerr or err)
-        record(r, now() - t0, ok, why)
+        cold_session(r, { lang = "python", rootfs = ROOTFS })
     end }
 end
 if have_bwrap then
     latency_rows[#latency_rows + 1] = { row("bwrap", "bwrap (same namespaces and mounts)", { short = "bwrap" }), function(r)
         time_process(r, BWRAP)
+    end }
+    -- llmbox's bubblewrap backend (issue 16): bwrap builds each session's jail
+    latency_rows[#latency_rows + 1] = { row("cold_bubblewrap", "llmbox cold on the bubblewrap backend: session + run + close",
+        { short = "llmbox cold, bubblewrap" }), function(r)
+        cold_session(r, { lang = "python", backend = "bubblewrap" })
+    end }
+    latency_rows[#latency_rows + 1] = { row("cli_bubblewrap", "llmbox CLI on bubblewrap: llmbox run -b bwrap -c 'print(1)'",
+        { short = "llmbox CLI, bubblewrap" }), function(r)
+        time_process(r, { LLMBOX_BIN, "run", "-b", "bwrap", "-c", "print(1)" })
     end }
 end
 -- llmbox's docker and podman backends: the same image, hardened as the sandbox spec asks,

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs every spec: all suites as the current user (root in CI), the conformance suite for the
-# backends in $LLMBOX_CONFORMANCE_BACKENDS, then the unprivileged subset (tag "unpriv") as
-# `nobody` from a world-readable copy of the tree. LLMBOX_SPEC_RUNS (default "all,conformance,nobody")
+# backends in $LLMBOX_CONFORMANCE_BACKENDS (default: bubblewrap), then the unprivileged subset
+# (tag "unpriv") as `nobody` from a world-readable copy of the tree. LLMBOX_SPEC_RUNS (default "all,conformance,nobody")
 # picks which of the three runs happen: CI runs the first and the last in a fresh root and only
 # the conformance runs on its own machine. Ends with one line
 # "N passed, N failed, N skipped" over both runs; exits non-zero when anything failed.
@@ -45,9 +45,10 @@ trap 'spec/support/engines.sh stop "$engines_state"' EXIT
 if wanted all; then run_busted "specs as $(id -un)" spec; else echo "== specs as $(id -un): not asked for (LLMBOX_SPEC_RUNS)"; fi
 
 # The conformance suite (specs tagged #conformance) again for every other backend asked for:
-# LLMBOX_CONFORMANCE_BACKENDS="native,docker". One that cannot run here is skipped with the reason.
+# LLMBOX_CONFORMANCE_BACKENDS="bubblewrap,docker" (unset: bubblewrap; empty: none). One that cannot
+# run here is skipped with the reason.
 wanted conformance || LLMBOX_CONFORMANCE_BACKENDS=
-for b in $(echo "${LLMBOX_CONFORMANCE_BACKENDS:-}" | tr ',' ' '); do
+for b in $(echo "${LLMBOX_CONFORMANCE_BACKENDS-bubblewrap}" | tr ',' ' '); do
 	[ "$b" = native ] && [ -z "${LLMBOX_BACKEND:-}" ] && continue # the run above was native's
 	if why=$(luajit spec/support/backend_usable.lua "$b"); then
 		# backends that run images get the languages image (spec/support/langs_image.py)

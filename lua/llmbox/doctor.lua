@@ -28,10 +28,11 @@ local function contained(j)
         tostring(j.capabilities), tostring(j.no_new_privs), tostring(j.seccomp))
 end
 
--- Opens a jail, runs /bin/true in it, then reads from inside what the program got.
-local function jail_test(llmbox)
+-- Opens a jail (on `backend`, default native), runs /bin/true in it, then reads from inside what
+-- the program got.
+local function jail_test(llmbox, backend)
     local j = { source = "jail" }
-    local s, err, ms = timed(llmbox.session, { policy = "default" })
+    local s, err, ms = timed(llmbox.session, { policy = "default", backend = backend })
     j.open_ms = round(ms)
     if not s then
         j.ok, j.error = false, tostring(err)
@@ -216,6 +217,12 @@ function _M.report()
         if b.name == "native" then
             backends[#backends + 1] = { name = b.name, source = "jail", ok = native_ok, detail = (native_ok
                 and "usable: a test jail ran" or "not usable on this host: see the failed checks above") .. pools }
+        elseif b.name == "bubblewrap" and b.usable then
+            -- the same test jail, built by bwrap
+            local bj, bs = jail_test(require "llmbox", "bubblewrap")
+            if bs then bs:close() end
+            backends[#backends + 1] = { name = b.name, source = "jail", ok = bj.ok, detail = (bj.ok
+                and "usable: a test jail built by bwrap ran" or ("not usable here: " .. tostring(bj.error))) .. pools }
         elseif b.status == "available" and engine.KINDS[b.name] then
             -- the engine the backend drives: is it there, and which version
             local e, why = engine.connect(b.name)
@@ -284,8 +291,8 @@ function _M.main(args)
         w("  [%s] %-11s %-11s %s%s\n         %-11s by %s\n", MARK[l.ok], l.name, l.result, l.detail,
             l.ms and format(" (%.1f ms)", l.ms) or "", "", l.enforced_by)
     end
-    w("\nBackends (native: from the sandbox test; docker, podman: their engine asked; the others: facts "
-        .. "about this build):\n")
+    w("\nBackends (native, bubblewrap: from a test jail; docker, podman: their engine asked; the others: "
+        .. "facts about this build):\n")
     for _, b in ipairs(r.backends) do
         w("  [%s] %-11s %s\n", b.ok and " ok " or " -- ", b.name, b.detail)
     end

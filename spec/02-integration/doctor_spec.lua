@@ -69,7 +69,12 @@ describe("llmbox doctor #unpriv", function()
         assert.equal("probe", sources["user namespaces"])
         assert.equal("probe", sources.seccomp)
         for _, b in ipairs(j.backends) do
-            if b.name ~= "native" then
+            if b.name == "bubblewrap" then
+                -- bwrap is installed by make test: a test jail it built ran
+                assert.equal("jail", b.source)
+                assert.is_true(b.ok, b.detail)
+                assert.matches("^usable: a test jail built by bwrap ran", b.detail)
+            elseif b.name ~= "native" then
                 -- docker and podman: their engine was asked, and the line says which answered
                 -- where, or why none did; the others are facts about this build
                 local want = (b.name == "docker" or b.name == "podman") and "probe" or "fact"

@@ -91,7 +91,7 @@ oserr('ctl-read-own', lambda: open('/proc/self/root/sandbox/%s.txt' % mine).read
 c = socket.socket(socket.AF_UNIX)
 oserr('connect-neighbour', lambda: c.connect('\0llmbox-nb-' + theirs))
 ]], { env = { MINE = tok_s, THEIRS = tok_n, NPID = tostring(npid),
-            CONTAINER = s.driver.name ~= "native" and "1" or "0" } })
+            CONTAINER = s.driver.capabilities.images and "1" or "0" } })
         assert.equal(0, r2.exit_code, r2.stderr)
         assert.equal("[]", res["S-found"])
         -- control: the same search finds our own markers

@@ -8,8 +8,9 @@ pcall(ffi.cdef, "int getpid(void);")
 
 local function sleep(s) os.execute("sleep " .. s) end
 
--- The docker and podman backends: a session is a container (see the specs that differ below).
-local CONTAINER = require("llmbox.backends").default() ~= "native"
+-- The docker and podman backends: a session is a container (see the specs that differ below);
+-- native's and bubblewrap's are llmbox's own jails.
+local CONTAINER = assert(require("llmbox.backends").get(require("llmbox.backends").default())).capabilities.images
 
 local function wait_ready(p)
     local deadline = helpers.now() + 10

@@ -163,10 +163,10 @@ local function translate(spec, name)
     local sc = spec.syscalls
     -- Resolve names here so a typo is reported with the policy file and the key, not just by C.
     for _, list in ipairs({ "deny", "allow" }) do
-        for i, name in ipairs(sc[list] or {}) do
-            if not core.syscall_number(name) then
+        for i, call in ipairs(sc[list] or {}) do
+            if not core.syscall_number(call) then
                 return nil, ("policy %q (%s): syscalls.%s[%d]: unknown syscall %q on this architecture")
-                    :format(pol.name, tostring(pol.path), list, i, name)
+                    :format(pol.name, tostring(pol.path), list, i, call)
             end
         end
     end

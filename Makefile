@@ -35,7 +35,7 @@ ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
 CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtime/jail.c \
             runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/spawn.c runtime/supervise.c runtime/verdict.c runtime/cell.c \
             runtime/transfer.c runtime/layer.c runtime/probe.c runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c \
-            backends/native.c backends/bubblewrap.c
+            backends/native.c backends/wrapped.c
 # llmbox.http_core: the engine drivers' HTTP client, a module of its own (libcurl takes ~14 ms to
 # load: `llmbox run` and llmbox.core never pay it).
 HTTP_SRC := runtime/http.c runtime/lua_http.c runtime/lua_util.c runtime/util.c
@@ -48,9 +48,9 @@ MODULE := build/lib/llmbox/core.so
 HTTP_MODULE := build/lib/llmbox/http_core.so
 # The docker/podman backends' helper inside each container: static, it runs in any image.
 HELPER := build/lib/llmbox/container-exec
-# The bubblewrap backend's last step, started by bwrap in the jail it built: static, as any root
+# The program bwrap and nsjail start in the jails they built (backends/jail_ready.c): static, as any root
 # filesystem may be the jail's.
-DONE := build/lib/llmbox/bwrap-done
+READY := build/lib/llmbox/jail-ready
 
 # Debian packages: what building needs, and what the specs need on top.
 DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev libssl-dev libhttp-parser-dev lua-cjson lua-luv python3
@@ -69,7 +69,7 @@ DEPS_TEST  := bubblewrap lua-busted lua-check clang-format luarocks procps opens
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test print-deps-langs soak lint format install uninstall clean paths
 
-all: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER) $(DONE) paths
+all: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER) $(READY) paths
 
 build/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -92,7 +92,7 @@ $(HELPER): backends/container_exec.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong $(CFLAGS) -static -s -o $@ $<
 
-$(DONE): backends/bwrap_done.c
+$(READY): backends/jail_ready.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong $(CFLAGS) -static -s -o $@ $<
 
@@ -150,12 +150,12 @@ soak: deps-test
 lint: deps-test
 	@luacheck -q --formatter plain lua policies spec bench examples && echo "luacheck (.luacheckrc): ok"
 	@echo "clang-format check"
-	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c backends/bwrap_done.c $(HEADERS)
+	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c $(HEADERS)
 	@$(MAKE) --no-print-directory clean >/dev/null
 	@$(MAKE) --no-print-directory all CFLAGS="-O2 -g" >/dev/null && echo "build with -Wall -Wextra -Werror: ok"
 
 format:
-	clang-format -i $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c backends/bwrap_done.c $(HEADERS)
+	clang-format -i $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c $(HEADERS)
 
 install: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR) $(DESTDIR)$(DATADIR)/policies/pools
@@ -163,7 +163,7 @@ install: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER)
 	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/llmbox/core.so
 	install -m 0755 $(HTTP_MODULE) $(DESTDIR)$(LIBDIR)/llmbox/http_core.so
 	install -m 0755 $(HELPER) $(DESTDIR)$(LIBDIR)/llmbox/container-exec
-	install -m 0755 $(DONE) $(DESTDIR)$(LIBDIR)/llmbox/bwrap-done
+	install -m 0755 $(READY) $(DESTDIR)$(LIBDIR)/llmbox/jail-ready
 	cd lua && find llmbox -type d -exec install -d $(DESTDIR)$(LUADIR)/{} \;
 	cd lua && find llmbox -type f -exec install -m 0644 {} $(DESTDIR)$(LUADIR)/{} \;
 	install -d $(DESTDIR)$(LUADIR)/resty

@@ -34,7 +34,7 @@ enum lb_backend_cap {
 	X(LB_CAP_COMMIT, "commit")                                                                 \
 	X(LB_CAP_ROOTFS, "rootfs")
 
-/* A file placed read-only in a jail that another program builds (bubblewrap: /etc's files). */
+/* A file placed read-only in a jail that bwrap builds (/etc's files). */
 typedef struct lb_wrap_file {
 	const char *path, *data;
 	size_t len;
@@ -43,15 +43,18 @@ typedef struct lb_wrap_file {
 typedef struct lb_open_config {
 	lb_jail_config jail;
 	lb_syscall_policy syscalls;
-	/* bubblewrap only: bwrap's command line (its path first) as llmbox.backends.bubblewrap
-	 * made it from the policy, without the fds the driver adds (files, seccomp, info and
-	 * block pipes, the program); the program bwrap starts once the jail is built
-	 * (bwrap_done.c); the files to place before the mounts. */
+	/* bubblewrap and nsjail only (wrapped.c): the tool's command line (its path first) as
+	 * llmbox.backends.bubblewrap / .nsjail made it from the policy (bwrap's without the fds
+	 * the driver adds); jail-ready, the program the tool starts once the jail is built
+	 * (jail_ready.c); bwrap: the files to place before the mounts; nsjail: its
+	 * configuration (given to it as fd 3). */
 	const char *const *wrap_argv;
 	size_t wrap_argc;
-	const char *wrap_done;
+	const char *wrap_ready;
 	const lb_wrap_file *wrap_files;
 	size_t n_wrap_files;
+	const char *wrap_config;
+	size_t wrap_config_len;
 } lb_open_config;
 
 typedef struct lb_backend {
@@ -104,11 +107,13 @@ typedef struct lb_backend {
 
 extern const lb_backend lb_backend_native;
 extern const lb_backend lb_backend_bubblewrap;
+extern const lb_backend lb_backend_nsjail;
+extern const lb_backend lb_backend_nsjail;
 
 /* A jail session (native.c): the jail's namespaces and the seccomp program of its policy. Once
- * bwrap has built a jail, a bubblewrap session is one of these too, so that driver shares every
- * operation below but opening. lb_native_session_new takes ownership of both (NULL: no memory,
- * and the caller still owns them). */
+ * bwrap or nsjail has built a jail, its session is one of these too, so those drivers
+ * (wrapped.c) share every operation below but opening. lb_native_session_new takes ownership of
+ * both (NULL: no memory, and the caller still owns them). */
 void *lb_native_session_new(lb_jail *jail, lb_filter *filter);
 void lb_native_close(void *session);
 int lb_native_run(void *session, const lb_run_spec *spec, lb_result *res, lb_error *err);

@@ -131,21 +131,21 @@ int lb_native_run(void *s, const lb_run_spec *spec, lb_result *res, lb_error *er
 }
 
 int lb_native_copy_in(void *s, const char *host_path, const char *path, unsigned mode,
-			  char *skipped, size_t skipped_len, lb_error *err)
+		      char *skipped, size_t skipped_len, lb_error *err)
 {
 	return lb_copy_in(((native_session *)s)->jail, host_path, path, mode, skipped, skipped_len,
 			  err);
 }
 
 int lb_native_copy_out(void *s, const char *path, const char *host_path, uint64_t max,
-			   char *skipped, size_t skipped_len, lb_error *err)
+		       char *skipped, size_t skipped_len, lb_error *err)
 {
 	return lb_copy_out(((native_session *)s)->jail, path, host_path, max, skipped, skipped_len,
 			   err);
 }
 
 int lb_native_collect(void *s, const char *path, uint64_t max, lb_entry_fn fn, void *ud,
-			  lb_error *err)
+		      lb_error *err)
 {
 	return lb_collect(((native_session *)s)->jail, path, max, fn, ud, err);
 }
@@ -236,4 +236,5 @@ const lb_backend lb_backend_native = {
 	.task_discard = lb_native_task_discard,
 };
 
-const lb_backend *const lb_backends[] = {&lb_backend_native, &lb_backend_bubblewrap, NULL};
+const lb_backend *const lb_backends[] = {&lb_backend_native, &lb_backend_bubblewrap,
+					 &lb_backend_nsjail, NULL};

@@ -280,15 +280,20 @@ static void read_open_config(lua_State *L, lb_open_config *out)
 	sp->deny_ioctls = ioctls;
 	sp->n_deny_ioctls = n_ioctl;
 
-	/* bubblewrap: wrap = { argv = {...}, done = path, files = {{path, data}, ...} } */
+	/* bubblewrap, nsjail: wrap = { argv = {...}, ready = path, files = {{path, data}, ...},
+	 * config = text } */
 	rawfield(L, 2, "wrap");
 	int w = lua_gettop(L);
 	if (lua_istable(L, w)) {
 		cfg.wrap_argv = string_array(L, w, "argv", &cfg.wrap_argc);
-		cfg.wrap_done = opt_string(L, w, "done", NULL);
-		/* (done is opened by the caller: a relative path is the caller's) */
-		if (cfg.wrap_argc < 1 || cfg.wrap_argv[0][0] != '/' || !cfg.wrap_done)
-			luaL_error(L, "wrap: argv (the program's absolute path first) and done "
+		cfg.wrap_ready = opt_string(L, w, "ready", NULL);
+		rawfield(L, w, "config");
+		if (lua_type(L, -1) == LUA_TSTRING)
+			cfg.wrap_config = lua_tolstring(L, -1, &cfg.wrap_config_len);
+		lua_pop(L, 1); /* (referenced by the table) */
+		/* (ready is opened by the caller: a relative path is the caller's) */
+		if (cfg.wrap_argc < 1 || cfg.wrap_argv[0][0] != '/' || !cfg.wrap_ready)
+			luaL_error(L, "wrap: argv (the program's absolute path first) and ready "
 				      "are required");
 		rawfield(L, w, "files");
 		int fl = lua_gettop(L);
@@ -297,13 +302,15 @@ static void read_open_config(lua_State *L, lb_open_config *out)
 		for (size_t i = 0; i < n; i++) {
 			lua_rawgeti(L, fl, (int)i + 1);
 			int f = lua_gettop(L);
-			luaL_argcheck(L, lua_istable(L, f), 2, "wrap.files entries: {path=, data=}");
+			luaL_argcheck(L, lua_istable(L, f), 2,
+				      "wrap.files entries: {path=, data=}");
 			files[i].path = opt_string(L, f, "path", NULL);
 			rawfield(L, f, "data");
 			files[i].data = lua_tolstring(L, -1, &files[i].len);
 			lua_pop(L, 1);
 			if (!files[i].path || files[i].path[0] != '/' || !files[i].data)
-				luaL_error(L, "wrap.files[%d]: an absolute path and data are required",
+				luaL_error(L,
+					   "wrap.files[%d]: an absolute path and data are required",
 					   (int)i + 1);
 			lua_pop(L, 1);
 		}

@@ -194,7 +194,7 @@ describe("llmbox CLI #unpriv", function()
             if not by[name].usable then assert.matches("sock", by[name].why) end
             assert.matches("images", table.concat(by[name].capabilities, ","), 1, true)
         end
-        for _, name in ipairs({ "kubernetes", "nsjail" }) do
+        for _, name in ipairs({ "kubernetes" }) do
             assert.equal("planned", by[name].status, name)
             assert.is_false(by[name].usable, name)
             assert.matches("^not built yet in this version of llmbox", by[name].why)
@@ -206,8 +206,8 @@ describe("llmbox CLI #unpriv", function()
         assert.equal(0, st)
         assert.matches("native%s+usable", out)
         assert.matches("layout: workspace /sandbox, code /tmp/llmbox", out, 1, true)
-        assert.matches("bubblewrap %(bwrap%)%s+available", out)
-        assert.matches("nsjail%s+planned", out)
+        assert.matches("bubblewrap %(bwrap%)%s+usable", out)
+        assert.matches("kubernetes %(k8s%)%s+planned", out)
         local err
         st, _, err = cli({ "backends", "--yaml" })
         assert.equal(125, st)
@@ -225,12 +225,12 @@ describe("llmbox CLI #unpriv", function()
     end)
 
     it("names what is built when asked for a backend that is not", function()
-        local st, _, err = cli({ "run", "-b", "nsjail", "-c", "print(1)" })
+        local st, _, err = cli({ "run", "-b", "k8s", "-c", "print(1)" })
         assert.equal(125, st)
-        assert.matches('backend "nsjail" is not built yet in this version of llmbox (available: bubblewrap, docker, native, podman)', err, 1, true)
+        assert.matches('backend "kubernetes" is not built yet in this version of llmbox (available: bubblewrap, docker, native, nsjail, podman)', err, 1, true)
         st, _, err = cli({ "run", "-b", "vmware", "-c", "print(1)" })
         assert.equal(125, st)
-        assert.matches('unknown backend "vmware" (available: bubblewrap, docker, native, podman)', err, 1, true)
+        assert.matches('unknown backend "vmware" (available: bubblewrap, docker, native, nsjail, podman)', err, 1, true)
     end)
 
     it("lists policies", function()

@@ -74,6 +74,10 @@ describe("llmbox doctor #unpriv", function()
                 assert.equal("jail", b.source)
                 assert.is_true(b.ok, b.detail)
                 assert.matches("^usable: a test jail built by bwrap ran", b.detail)
+            elseif b.name == "nsjail" then
+                -- built; usable only where an nsjail is installed (Debian has none)
+                assert.equal("probe", b.source)
+                assert.matches(b.ok and "^usable" or "^not usable here: nsjail is not installed", b.detail)
             elseif b.name ~= "native" then
                 -- docker and podman: their engine was asked, and the line says which answered
                 -- where, or why none did; the others are facts about this build

@@ -42,7 +42,7 @@ describe("the nsjail backend #unpriv", function()
         local st, out = helpers.cli({ "backends" }, { env = "env PATH=/nonexistent" })
         assert.equal(0, st)
         assert.matches("nsjail%s+unusable.-why not: nsjail is not installed %(Debian 12 has no nsjail package", out)
-        local err
+        local _, err
         st, _, err = helpers.cli({ "run", "-b", "nsjail", "-c", "print(1)" }, { env = "env PATH=/nonexistent" })
         assert.equal(125, st)
         assert.matches("nsjail is not installed", err, 1, true)

@@ -26,14 +26,7 @@ fi
 suite=bookworm
 cache=${LLMBOX_FRESH_CACHE:-/var/cache/llmbox/fresh-root}
 # The host's own Debian mirror, where it names one: a machine that reaches only its mirror.
-mirror=${LLMBOX_FRESH_MIRROR:-}
-if [ -z "$mirror" ]; then
-	mirror=$(sed -n -E 's/^URIs:[[:space:]]*(http[^[:space:]]*\/debian)\/?$/\1/p' \
-		/etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
-	[ -n "$mirror" ] || mirror=$(sed -n -E 's/^deb[[:space:]]+(http[^[:space:]]*\/debian)\/?[[:space:]]+'"$suite"'[[:space:]].*/\1/p' \
-		/etc/apt/sources.list 2>/dev/null | head -n 1)
-	[ -n "$mirror" ] || mirror=http://deb.debian.org/debian
-fi
+mirror=${LLMBOX_FRESH_MIRROR:-$(.ci/mirror.sh "$suite")}
 
 base=$cache/$suite-minbase
 # Rebuilt after a month, so the base system does not drift far from what a new machine gets.

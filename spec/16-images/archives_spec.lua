@@ -238,3 +238,34 @@ describe("native sessions from image archives #unpriv", function()
         assert.matches("missing.tar does not exist", err, 1, true)
     end)
 end)
+
+-- The issue's own test image: Debian 12 built by debootstrap from Debian's packages (minbase and
+-- python3-minimal, spec/support/debian_image.sh; root only), saved as `docker save` writes it,
+-- and Python run from it on both daemon-less backends.
+describe("a Debian image that debootstrap made, saved and run", function()
+    local archive, cache, programs
+    setup(function()
+        local base = helpers.tmpdir()
+        os.execute("chmod 755 " .. q(base))
+        cache = base .. "/cache"
+        archive = base .. "/debian-image.tar"
+        local tar = base .. "/debian.tar"
+        assert(os.execute(("spec/support/debian_image.sh %s >&2 && /usr/bin/python3 spec/support/image_archive.py "
+            .. "%s docker-archive %s"):format(q(tar), q(tar), q(archive))) == 0)
+        -- what the image's /usr/bin holds (a few hundred programs: minbase)
+        local p = io.popen("tar -tf " .. q(tar) .. " | grep -c '^\\./usr/bin/[^/][^/]*$'")
+        programs = tonumber(p:read("*a"))
+        p:close()
+    end)
+
+    for _, B in ipairs({ "native", "bubblewrap" }) do
+        it("runs Python from it on " .. B, function()
+            local status, out, err = helpers.cli({ "run", "-b", B, "--image", "docker-archive:" .. archive, "-c",
+                "import os, sys\nprint(sys.version_info[:2], sys.executable, len(os.listdir('/usr/bin')))" },
+                { env = "LLMBOX_IMAGE_CACHE=" .. q(cache) })
+            assert.equal(0, status, err)
+            -- bookworm's Python, from the image's /usr (not the host's, which has many more programs)
+            assert.equal(("(3, 11) /usr/bin/python3 %d\n"):format(programs), out)
+        end)
+    end
+end)

@@ -624,20 +624,23 @@ static void wrap_task_discard(void *tp)
 	task_free(t);
 }
 
-static void *bwrap_open(const lb_open_config *cfg, lb_error *err)
+static void *open_blocking(int (*start)(const lb_open_config *, void **, lb_error *),
+			   const lb_open_config *cfg, lb_error *err)
 {
 	void *t, *session = NULL;
-	if (bwrap_open_start(cfg, &t, err) < 0 || wrap_task_end(t, &session, err) < 0)
+	if (start(cfg, &t, err) < 0 || wrap_task_end(t, &session, err) < 0)
 		return NULL;
 	return session;
 }
 
+static void *bwrap_open(const lb_open_config *cfg, lb_error *err)
+{
+	return open_blocking(bwrap_open_start, cfg, err);
+}
+
 static void *nsjail_open(const lb_open_config *cfg, lb_error *err)
 {
-	void *t, *session = NULL;
-	if (nsjail_open_start(cfg, &t, err) < 0 || wrap_task_end(t, &session, err) < 0)
-		return NULL;
-	return session;
+	return open_blocking(nsjail_open_start, cfg, err);
 }
 
 static int wrap_reset(void *s, lb_error *err)

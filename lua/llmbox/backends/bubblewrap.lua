@@ -11,7 +11,6 @@
 -- no capabilities; and the policy's seccomp program, compiled by libseccomp and handed over by
 -- fd. What bwrap cannot do (a cgroup limit) is done by llmbox's supervisor for each run, as on
 -- native; what neither can (a network) is refused.
-local core = require "llmbox.core"
 local native = require "llmbox.backends.native"
 local wrapped = require "llmbox.backends.wrapped"
 
@@ -19,24 +18,10 @@ local ipairs, tostring = ipairs, tostring
 
 local _M = { _VERSION = "0.1.0", name = "bubblewrap" }
 
-_M.capabilities = core.backends().bubblewrap
-_M.layout = native.layout
-_M.maintain = native.maintain
-
 local SANDBOX_ID = "1000" -- LB_SANDBOX_UID and GID (runtime/llmbox.h)
 
 local function find_bwrap()
     return wrapped.find_tool("bwrap", "LLMBOX_BWRAP", "Debian: apt-get install bubblewrap")
-end
-
-function _M.usable()
-    local bwrap, why = find_bwrap()
-    if not bwrap then return false, why end
-    local ready
-    ready, why = wrapped.find_ready()
-    if not ready then return false, why end
-    -- the kernel features the jail needs are the native jail's (user namespaces, seccomp, ...)
-    return native.usable()
 end
 
 --- bubblewrap.command(spec) -> cfg | nil, err: the core's open config for a neutral sandbox
@@ -79,18 +64,4 @@ function _M.command(spec)
     return cfg
 end
 
---- bubblewrap.open_start(spec) -> opening | nil, err (as native.open_start)
-function _M.open_start(spec)
-    local cfg, err = _M.command(spec)
-    if not cfg then return nil, err end
-    return native.opening("bubblewrap", cfg)
-end
-
---- bubblewrap.open(spec) -> handle | nil, err
-function _M.open(spec)
-    local opening, err, code = _M.open_start(spec)
-    if not opening then return nil, err, code end
-    return native.finish(opening)
-end
-
-return _M
+return wrapped.driver(_M, find_bwrap)

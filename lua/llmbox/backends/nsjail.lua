@@ -12,7 +12,6 @@
 -- the jail's namespaces over the socket and exits. nsjail's own rlimits, cgroups and seccomp
 -- (Kafel) are not used: that program needs none, and every run gets the policy's limits and
 -- seccomp filter from llmbox's supervisor, as on native.
-local core = require "llmbox.core"
 local native = require "llmbox.backends.native"
 local wrapped = require "llmbox.backends.wrapped"
 
@@ -20,22 +19,9 @@ local ipairs, tostring, format, concat = ipairs, tostring, string.format, table.
 
 local _M = { _VERSION = "0.1.0", name = "nsjail" }
 
-_M.capabilities = core.backends().nsjail
-_M.layout = native.layout
-_M.maintain = native.maintain
-
 local function find_nsjail()
     return wrapped.find_tool("nsjail", "LLMBOX_NSJAIL",
         "Debian 12 has no nsjail package: build it from its sources, github.com/google/nsjail, and put it on PATH")
-end
-
-function _M.usable()
-    local nsjail, why = find_nsjail()
-    if not nsjail then return false, why end
-    local ready
-    ready, why = wrapped.find_ready()
-    if not ready then return false, why end
-    return native.usable()
 end
 
 -- A protobuf text-format string: quoted, with C escapes for what is not printable ASCII.
@@ -132,18 +118,4 @@ function _M.command(spec)
     return cfg
 end
 
---- nsjail.open_start(spec) -> opening | nil, err (as native.open_start)
-function _M.open_start(spec)
-    local cfg, err = _M.command(spec)
-    if not cfg then return nil, err end
-    return native.opening("nsjail", cfg)
-end
-
---- nsjail.open(spec) -> handle | nil, err
-function _M.open(spec)
-    local opening, err, code = _M.open_start(spec)
-    if not opening then return nil, err, code end
-    return native.finish(opening)
-end
-
-return _M
+return wrapped.driver(_M, find_nsjail)

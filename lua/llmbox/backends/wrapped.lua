@@ -5,6 +5,7 @@
 -- /dev/shm, a /dev of five nodes, the policy's read-only paths, /proc, /etc's files, everything
 -- else read-only.
 local core = require "llmbox.core"
+local native = require "llmbox.backends.native"
 
 local ipairs, tostring, format = ipairs, tostring, string.format
 
@@ -105,6 +106,37 @@ function _M.steps(cfg)
     add("proc", "/proc")
     add("readonly", "/")
     return st
+end
+
+--- wrapped.driver(D, find_tool) -> D: completes a wrapped driver that has name and
+--- command(spec) (-> the core's open config with cfg.wrap, or nil, err) with what the contract
+--- asks: capabilities and layout (native's), usable, open_start, open, maintain
+function _M.driver(D, find_tool)
+    D.capabilities = core.backends()[D.name]
+    D.layout = native.layout
+    D.maintain = native.maintain
+    function D.usable()
+        local tool, why = find_tool()
+        if not tool then return false, why end
+        local ready
+        ready, why = _M.find_ready()
+        if not ready then return false, why end
+        -- the kernel features the jail needs are the native jail's (user namespaces, seccomp...)
+        return native.usable()
+    end
+    --- D.open_start(spec) -> opening | nil, err (as native.open_start)
+    function D.open_start(spec)
+        local cfg, err = D.command(spec)
+        if not cfg then return nil, err end
+        return native.opening(D.name, cfg)
+    end
+    --- D.open(spec) -> handle | nil, err
+    function D.open(spec)
+        local opening, err, code = D.open_start(spec)
+        if not opening then return nil, err, code end
+        return native.finish(opening)
+    end
+    return D
 end
 
 return _M

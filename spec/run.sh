@@ -2,8 +2,8 @@
 # Runs every spec: all suites as the current user (root in CI), the conformance suite for the
 # backends in $LLMBOX_CONFORMANCE_BACKENDS (default: bubblewrap), then the unprivileged subset
 # (tag "unpriv") as `nobody` from a world-readable copy of the tree. LLMBOX_SPEC_RUNS (default "all,conformance,nobody")
-# picks which of the three runs happen: CI runs the first and the last in a fresh root and only
-# the conformance runs on its own machine. Ends with one line
+# picks which of the three runs happen: CI runs all three in a fresh root (the conformance run
+# there is bubblewrap's) and only the conformance runs on docker and podman on its own machine. Ends with one line
 # "N passed, N failed, N skipped" over both runs; exits non-zero when anything failed.
 set -u
 cd "$(dirname "$0")/.."

@@ -52,8 +52,9 @@ Options:
   -l, --lang LANG       language (default: from FILE's extension, else python)
   -b, --backend NAME    sandbox backend (default: $LLMBOX_BACKEND, else native; see backends)
   --image IMAGE         the image to run in, for backends that run images (default:
-                        $LLMBOX_IMAGE, else the language's own); on native, dir:DIR runs a
-                        root filesystem (an unpacked image) instead of the host's /usr
+                        $LLMBOX_IMAGE, else the language's own); on native and bubblewrap,
+                        dir:DIR, docker-archive:PATH, oci:DIR or oci-archive:PATH runs
+                        that root filesystem (an image, unpacked once) instead of /usr
   --pull WHEN           missing (default: pull the image when the engine lacks it, with the
                         engine's progress on stderr), never, or always
   --dockerfile PATH     build the image from PATH (its directory is the build context; the

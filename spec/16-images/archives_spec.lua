@@ -192,6 +192,27 @@ describe("native sessions from image archives #unpriv", function()
         assert.equal("from the last layer\n", out)
     end)
 
+    it("sweep the work directories of unpacks that were killed, and only those", function()
+        os.execute("mkdir -p " .. q(cache))
+        -- a killed unpack's (no such process; an hour old), a running one's (this process), a
+        -- killed one's that is still new (another pid namespace may be unpacking into it)
+        local me = io.open("/proc/self/stat"):read("*l"):match("^(%d+)")
+        local stale, live, young = ".unpack-999999999-0a1b", ".unpack-" .. me .. "-0c1d", ".unpack-999999998-0e1f"
+        for _, d in ipairs({ stale, live, young }) do assert(os.execute("mkdir " .. q(cache .. "/" .. d)) == 0) end
+        os.execute(("touch -d '1 hour ago' %s %s"):format(q(cache .. "/" .. stale), q(cache .. "/" .. live)))
+        local status, _, err = run("docker-archive:" .. base .. "/d.tar", "print(1)")
+        assert.equal(0, status, err)
+        local left = {}
+        local p = io.popen("ls -A " .. q(cache))
+        for e in p:lines() do
+            if e:match("^%.unpack") then left[#left + 1] = e end
+        end
+        p:close()
+        table.sort(left)
+        assert.same({ live, young }, left)
+        os.execute("rm -rf " .. q(cache .. "/" .. live) .. " " .. q(cache .. "/" .. young))
+    end)
+
     it("leave the cache as it was when an archive is damaged, and check OCI blobs against their digests", function()
         local before = table.concat(core.listdir(cache) or {}, ",")
         local data = helpers.read(base .. "/d.tar")

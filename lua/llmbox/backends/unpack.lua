@@ -128,6 +128,26 @@ end
 
 local function exists(path) return core.resolve_in_root("/", path) ~= nil end
 
+local function my_pid()
+    local f = io.open("/proc/self/stat")
+    local pid = f and f:read("*l"):match("^(%d+)")
+    if f then f:close() end
+    return pid or "0"
+end
+
+-- Work directories that unpacks which never finished left (the process was killed): named
+-- .unpack-PID-..., removed once that process is gone and the directory is ten minutes old (an
+-- unpack in another pid namespace that shares the cache keeps its own for that long).
+local function sweep(cache)
+    local p = io.popen(("find %s -mindepth 1 -maxdepth 1 -name '.unpack-*' -mmin +10 2>/dev/null"):format(q(cache)))
+    if not p then return end
+    for path in p:lines() do
+        local pid = path:match("/%.unpack%-(%d+)%-%x+$")
+        if pid and not exists("/proc/" .. pid) then os.execute("rm -rf " .. q(path)) end
+    end
+    p:close()
+end
+
 --- unpack.rootfs(ref) -> host directory | nil, err: the root filesystem an image reference names
 --- (TRANSPORT:PATH above), unpacked into the cache when it is not there yet
 function _M.rootfs(ref)
@@ -142,7 +162,8 @@ function _M.rootfs(ref)
     if os.execute("mkdir -p " .. q(cache) .. " && chmod 755 " .. q(cache)) ~= 0 then
         return nil, format("%s: cannot make the image cache %s", what, cache)
     end
-    local work = cache .. "/.unpack-" .. util.random_hex(8)
+    sweep(cache)
+    local work = cache .. "/.unpack-" .. my_pid() .. "-" .. util.random_hex(8)
     local function done(result, err)
         os.execute("rm -rf " .. q(work))
         return result, err

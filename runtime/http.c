@@ -213,6 +213,19 @@ static int set_options(lb_http_req *r, const lb_http_request *rq, lb_error *err)
 		SET(CURLOPT_SSLCERT, rq->cert_file);
 	if (rq->key_file)
 		SET(CURLOPT_SSLKEY, rq->key_file);
+	struct curl_blob ca = {(void *)rq->ca_pem, rq->ca_pem_len, CURL_BLOB_COPY},
+			 cert = {(void *)rq->cert_pem, rq->cert_pem_len, CURL_BLOB_COPY},
+			 key = {(void *)rq->key_pem, rq->key_pem_len, CURL_BLOB_COPY};
+	if (rq->ca_pem)
+		SET(CURLOPT_CAINFO_BLOB, &ca);
+	if (rq->cert_pem) {
+		SET(CURLOPT_SSLCERT_BLOB, &cert);
+		SET(CURLOPT_SSLCERTTYPE, "PEM");
+	}
+	if (rq->key_pem) {
+		SET(CURLOPT_SSLKEY_BLOB, &key);
+		SET(CURLOPT_SSLKEYTYPE, "PEM");
+	}
 	if (rq->timeout_ms > 0)
 		SET(CURLOPT_TIMEOUT_MS, rq->timeout_ms);
 	if (rq->connect_only)

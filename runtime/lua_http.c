@@ -4,8 +4,9 @@
  *
  *   http_core.new()                    -> client (one libcurl multi handle)
  *   client:request{ url, method, unix_socket, headers = { "Name: value", ... }, body,
- *                   ca_file, cert_file, key_file, timeout_ms, connect_timeout_ms,
- *                   max_body }         -> request | nil, err, errno_name
+ *                   ca_file, cert_file, key_file, ca_pem, cert_pem, key_pem (the same as PEM
+ *                   in memory), timeout_ms, connect_timeout_ms, max_body }
+ *                                      -> request | nil, err, errno_name
  *   client:fds()                       -> { fd, ... }, { "r" | "w" | "rw", ... }, timeout_ms | nil
  *   client:step([wait_ms])             -> requests still running; wait_ms: 0 (default) never
  *                                         blocks, -1 sleeps until something is due
@@ -118,6 +119,9 @@ static int l_request(lua_State *L)
 	rq.ca_file = field_string(L, 2, "ca_file", NULL);
 	rq.cert_file = field_string(L, 2, "cert_file", NULL);
 	rq.key_file = field_string(L, 2, "key_file", NULL);
+	rq.ca_pem = field_string(L, 2, "ca_pem", &rq.ca_pem_len);
+	rq.cert_pem = field_string(L, 2, "cert_pem", &rq.cert_pem_len);
+	rq.key_pem = field_string(L, 2, "key_pem", &rq.key_pem_len);
 	rq.timeout_ms = field_ms(L, 2, "timeout_ms");
 	rq.connect_timeout_ms = field_ms(L, 2, "connect_timeout_ms");
 	rawfield(L, 2, "max_body");

@@ -37,7 +37,8 @@ function _M.client()
     return setmetatable({ core = http_core.new(), requests = {} }, Client)
 end
 
--- opts: url (required), method, unix_socket, headers, body, ca_file, cert_file, key_file,
+-- opts: url (required), method, unix_socket, headers, body, ca_file, cert_file, key_file (or
+-- ca_pem, cert_pem, key_pem: the same in memory),
 -- timeout_ms, connect_timeout_ms, max_body, on_data(chunk).
 function Client:request(opts)
     if type(opts) ~= "table" or type(opts.url) ~= "string" then

@@ -339,6 +339,22 @@ describe("llmbox.http over TLS #unpriv", function()
         assert.matches("https://127.0.0.1:" .. port, err, 1, true)
     end)
 
+    it("takes the CA, certificate and key as PEM in memory, as a kubeconfig carries them", function()
+        local res = assert(tls{ ca_pem = helpers.read(dir .. "/ca.pem"), cert_pem = helpers.read(dir .. "/cli.pem"),
+            key_pem = helpers.read(dir .. "/cli.key") })
+        assert.equal(200, res.status)
+        assert.equal("hello", res.body)
+        -- a CA in memory that did not sign the server: refused as from a file
+        local other = helpers.tmpdir()
+        assert(os.execute(("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+            .. "-keyout k -out ca.pem -subj /CN=other -days 2 >/dev/null 2>&1"):format(q(other))) == 0)
+        local none, err, code = tls{ ca_pem = helpers.read(other .. "/ca.pem"), cert_pem = helpers.read(dir .. "/cli.pem"),
+            key_pem = helpers.read(dir .. "/cli.key") }
+        assert.is_nil(none)
+        assert.equal("EPROTO", code)
+        assert.is_string(err)
+    end)
+
     it("fails when the server wants a client certificate and none is given", function()
         local res, err = tls{ ca_file = dir .. "/ca.pem" }
         assert.is_nil(res)

@@ -355,7 +355,7 @@ typedef struct lb_http_request {
 	/* the same as PEM in memory (a kubeconfig's *-data); copied */
 	const char *ca_pem, *cert_pem, *key_pem;
 	size_t ca_pem_len, cert_pem_len, key_pem_len;
-	long timeout_ms, connect_timeout_ms;	    /* 0: none */
+	long timeout_ms, connect_timeout_ms; /* 0: none */
 	uint64_t max_body; /* a longer response fails the request with EFBIG; 0: none */
 	bool connect_only; /* only connect (and TLS): the request is then a raw stream */
 } lb_http_request;

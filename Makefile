@@ -64,7 +64,7 @@ DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby pyt
 # specs import; docker-registry: the loopback registry the image pull specs pull from;
 # nginx-light + libnginx-mod-http-lua (+ lua-resty-core): the nginx that resty.llmbox and the
 # OpenResty gateway example are tested in (spec/14-serve/resty_spec.lua).
-DEPS_TEST  := bubblewrap debootstrap lua-yaml lua-busted lua-check clang-format luarocks procps openssl curl docker.io podman catatonit docker-registry \
+DEPS_TEST  := bubblewrap debootstrap lua-yaml python3-kubernetes lua-busted lua-check clang-format luarocks procps openssl curl docker.io podman catatonit docker-registry \
               busybox-static nginx-light libnginx-mod-http-lua lua-resty-core $(DEPS_LANGS)
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test print-deps-langs soak lint format install uninstall clean paths

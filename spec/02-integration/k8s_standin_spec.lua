@@ -1,0 +1,122 @@
+-- Kubernetes (issue 17): llmbox's API client for pods against the loopback stand-in
+-- (spec/support/k8s_standin.py), over TLS with a kubeconfig's CA and token; and the stand-in
+-- checked by an official client (python3-kubernetes), so what the client is tested against is
+-- what a real API server says.
+local api = require "llmbox.k8s.api"
+local kubeconfig = require "llmbox.k8s.kubeconfig"
+local pod = require "llmbox.k8s.pod"
+local plan = require "llmbox.plan"
+local policy = require "llmbox.policy"
+local recipes = require "llmbox.recipes"
+local helpers = require "spec.helpers"
+local uv = require "luv"
+
+local q = helpers.shell_quote
+
+local function sleep(ms) uv.sleep(ms) end
+
+describe("the kubernetes stand-in and llmbox's pod client #unpriv", function()
+    local dir, pid, conn, client
+    setup(function()
+        dir = helpers.tmpdir()
+        local pidfile = dir .. "/pid"
+        assert(os.execute(("setsid /usr/bin/python3 %s %s >%s 2>&1 & echo $! > %s"):format(
+            q(helpers.root .. "/spec/support/k8s_standin.py"), q(dir), q(dir .. "/log"), q(pidfile))))
+        for _ = 1, 400 do
+            if uv.fs_stat(dir .. "/kubeconfig") then break end
+            uv.sleep(25)
+        end
+        assert(uv.fs_stat(dir .. "/kubeconfig"), "the stand-in did not start: " .. tostring(helpers.read(dir .. "/log")))
+        pid = tonumber(helpers.read(pidfile))
+        conn = assert(kubeconfig.load({ kubeconfig = dir .. "/kubeconfig" }))
+        client = api.new(conn, { timeout_ms = 10000 })
+    end)
+    teardown(function()
+        if pid then os.execute("kill " .. pid) end
+    end)
+
+    local function new_pod(name, now)
+        local spec = assert(plan.sandbox(assert(policy.load("default")), assert(recipes.get("python")), {}))
+        return assert(pod.build(spec, { name = name, namespace = conn.namespace, image = "python:3.12-slim",
+            session = name, command = { "sleep", "infinity" }, now = now }))
+    end
+
+    it("is accepted by the official Python client: pods created, listed by label, read and deleted", function()
+        local script = helpers.tmpname(".py")
+        helpers.write(script, [[
+import sys
+from kubernetes import client, config
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+body = client.V1Pod(metadata=client.V1ObjectMeta(name="py-made", labels={"made-by": "python"}),
+                    spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]))
+made = v1.create_namespaced_pod("sandboxes", body)
+print("created", made.metadata.name, made.status.phase)
+print("listed", [p.metadata.name for p in v1.list_namespaced_pod("sandboxes", label_selector="made-by=python").items])
+print("read", v1.read_namespaced_pod("py-made", "sandboxes").status.container_statuses[0].ready)
+v1.delete_namespaced_pod("py-made", "sandboxes")
+try:
+    v1.read_namespaced_pod("py-made", "sandboxes")
+except client.exceptions.ApiException as e:
+    print("after delete", e.status, e.reason)
+]])
+        local p = io.popen(("/usr/bin/python3 %s %s 2>&1"):format(q(script), q(dir .. "/kubeconfig")))
+        local out = p:read("*a")
+        p:close()
+        assert.equal("created py-made Running\nlisted ['py-made']\nread True\nafter delete 404 Not Found\n", out)
+    end)
+
+    it("creates llmbox's hardened pod, waits until it is ready, lists and deletes it", function()
+        local made = assert(client:create_pod(new_pod("llmbox-t1")))
+        assert.equal("llmbox-t1", made.metadata.name)
+        local ready = assert(client:wait_ready(conn.namespace, "llmbox-t1", 10, sleep))
+        assert.equal("Running", ready.status.phase)
+        -- what was sent is what the server keeps: the hardening is in the pod, not in the client
+        assert.is_false(ready.spec.automountServiceAccountToken)
+        assert.same({ "ALL" }, ready.spec.containers[1].securityContext.capabilities.drop)
+        local list = assert(client:list_pods(conn.namespace, { [pod.LABEL_SESSION] = "llmbox-t1" }))
+        assert.equal(1, #list.items)
+        assert(client:delete_pod(conn.namespace, "llmbox-t1"))
+        local gone, err, code = client:get_pod(conn.namespace, "llmbox-t1")
+        assert.is_nil(gone)
+        assert.equal(404, code)
+        assert.equal('reading pod llmbox-t1 in namespace sandboxes: not found (404): pods "llmbox-t1" not found', err)
+    end)
+
+    it("explains refusals: RBAC, credentials, namespaces, names taken", function()
+        assert(client:create_pod(new_pod("llmbox-t2")))
+        local _, err, code = client:create_pod(new_pod("llmbox-t2"))
+        assert.equal(409, code)
+        assert.matches('creating pod llmbox-t2 in namespace sandboxes: already exists (409): pods "llmbox-t2" already exists',
+            err, 1, true)
+        local reader = api.new(assert(kubeconfig.load({ kubeconfig = dir .. "/kubeconfig", context = "reader" })))
+        _, err, code = reader:create_pod(new_pod("llmbox-t3"))
+        assert.equal(403, code)
+        assert.matches("refused by the cluster's RBAC (403 Forbidden): pods is forbidden", err, 1, true)
+        -- the reader may still look
+        assert.equal(1, #assert(reader:list_pods(conn.namespace, { [pod.LABEL_SESSION] = "llmbox-t2" })).items)
+        local stranger = api.new({ server = conn.server, ca = conn.ca, token = "not-a-token" })
+        _, err, code = stranger:list_pods("sandboxes")
+        assert.equal(401, code)
+        assert.matches("did not accept llmbox's credentials (401 Unauthorized)", err, 1, true)
+        _, err, code = client:list_pods("nowhere")
+        assert.equal(404, code)
+        assert.matches('not found (404): namespaces "nowhere" not found', err, 1, true)
+        -- a server the kubeconfig's CA did not sign is never trusted
+        local untrusted = api.new({ server = conn.server, token = conn.token })
+        _, err = untrusted:list_pods("sandboxes")
+        assert.matches("cannot be reached", err, 1, true)
+        assert(client:delete_pod(conn.namespace, "llmbox-t2"))
+    end)
+
+    it("collects the pods a crashed caller left, by label and age, and no others", function()
+        local now = os.time()
+        assert(client:create_pod(new_pod("llmbox-old", now - 3600)))
+        assert(client:create_pod(new_pod("llmbox-new", now)))
+        assert.same({ "llmbox-old" }, assert(client:collect_leftovers(conn.namespace, 600, now)))
+        local left = assert(client:list_pods(conn.namespace, { [pod.LABEL_MANAGED] = "llmbox" }))
+        assert.equal(1, #left.items)
+        assert.equal("llmbox-new", left.items[1].metadata.name)
+        assert(client:delete_pod(conn.namespace, "llmbox-new"))
+    end)
+end)

@@ -486,10 +486,11 @@ static int bwrap_open_start(const lb_open_config *cfg, void **out, lb_error *err
 fail:
 	for (int i = 0; i < n_pass; i++)
 		close(pass[i]);
-	if (block[0] >= 0 && t->block < 0)
-		close(block[1]);
-	if (info[0] >= 0 && t->ns < 0)
-		close(info[0]);
+	/* pipes made but not yet handed to the task and the fds bwrap gets */
+	for (int i = 0; i < 2 && t->ns < 0 && info[0] >= 0; i++)
+		close(info[i]);
+	for (int i = 0; i < 2 && t->block < 0 && block[0] >= 0; i++)
+		close(block[i]);
 	free(argv);
 	free(num);
 	task_free(t);

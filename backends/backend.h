@@ -34,12 +34,6 @@ enum lb_backend_cap {
 	X(LB_CAP_COMMIT, "commit")                                                                 \
 	X(LB_CAP_ROOTFS, "rootfs")
 
-/* A file placed read-only in a jail that bwrap builds (/etc's files). */
-typedef struct lb_wrap_file {
-	const char *path, *data;
-	size_t len;
-} lb_wrap_file;
-
 typedef struct lb_open_config {
 	lb_jail_config jail;
 	lb_syscall_policy syscalls;
@@ -51,7 +45,7 @@ typedef struct lb_open_config {
 	const char *const *wrap_argv;
 	size_t wrap_argc;
 	const char *wrap_ready;
-	const lb_wrap_file *wrap_files;
+	const lb_file *wrap_files; /* (their modes are bwrap's: read-only) */
 	size_t n_wrap_files;
 	const char *wrap_config;
 	size_t wrap_config_len;

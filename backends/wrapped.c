@@ -448,7 +448,7 @@ static int bwrap_open_start(const lb_open_config *cfg, void **out, lb_error *err
 	}
 	argv[argc++] = (char *)cfg->wrap_argv[0];
 	for (size_t i = 0; i < cfg->n_wrap_files; i++) {
-		const lb_wrap_file *f = &cfg->wrap_files[i];
+		const lb_file *f = &cfg->wrap_files[i];
 		int fd = data_fd("llmbox-file", f->data, f->len);
 		if (fd < 0) {
 			lb_fail_sys(err, errno, "a memfd for %s", f->path);

@@ -189,29 +189,43 @@ static void setup_dev(int report, const char *shm_opts)
 		lb_child_fail(report, errno, "making /dev read-only");
 }
 
-static void write_etc(int report, const char *hostname)
+bool lb_jail_etc(size_t i, const char *hostname, const char **name, const char **content, char *buf,
+		 size_t len)
 {
-	char hosts[512];
-	snprintf(hosts, sizeof hosts, "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost\n",
-		 hostname);
-	const struct {
-		const char *name, *content;
-	} files[] = {
+	static const char *const files[][2] = {
 		{"passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\n"
 			   "sandbox:x:1000:1000:sandbox:/sandbox:/bin/sh\n"
 			   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
 		{"group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"},
-		{"hosts", hosts},
+		{"hosts", NULL}, /* below: names the hostname */
 		{"nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n"},
-		{"hostname", hostname},
+		{"hostname", NULL}, /* the hostname */
 	};
+	if (i >= sizeof files / sizeof files[0])
+		return false;
+	*name = files[i][0];
+	*content = files[i][1];
+	if (i == 2) {
+		snprintf(buf, len, "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost\n",
+			 hostname);
+		*content = buf;
+	} else if (i == 4) {
+		*content = hostname;
+	}
+	return true;
+}
+
+static void write_etc(int report, const char *hostname)
+{
 	if (mkpath(NEWROOT "/etc", 0755) < 0)
 		lb_child_fail(report, errno, "mkdir /etc");
-	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+	const char *name, *content;
+	char buf[512];
+	for (size_t i = 0; lb_jail_etc(i, hostname, &name, &content, buf, sizeof buf); i++) {
 		char path[128];
-		snprintf(path, sizeof path, NEWROOT "/etc/%s", files[i].name);
-		if (write_new_file(path, files[i].content) < 0)
-			lb_child_fail(report, errno, "writing /etc/%s", files[i].name);
+		snprintf(path, sizeof path, NEWROOT "/etc/%s", name);
+		if (write_new_file(path, content) < 0)
+			lb_child_fail(report, errno, "writing /etc/%s", name);
 	}
 }
 

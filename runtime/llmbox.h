@@ -91,6 +91,11 @@ typedef struct lb_jail_config {
 } lb_jail_config;
 
 typedef struct lb_jail lb_jail;
+/* The files of a jail's /etc, one per i from 0 until false: the name below /etc and the content
+ * (static, the hostname, or written to buf). The native jail writes them; the wrapped backends
+ * hand the same to bwrap and nsjail. */
+bool lb_jail_etc(size_t i, const char *hostname, const char **name, const char **content, char *buf,
+		 size_t len);
 
 lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err);
 void lb_jail_close(lb_jail *j);

@@ -59,6 +59,7 @@
  *   core.cgroup()                      -> version, memory, pids, note, cpu (quotas)
  *   core.listdir(path)                 -> sorted array of names | nil, err (for recipe/policy dirs)
  *   core.readlink(path)                -> target | nil, err, errno_name (EINVAL: not a link)
+ *   core.jail_etc(hostname)            -> { { path, data }, ... } (a jail's /etc files)
  *
  * Caller mistakes (wrong types) raise errors; failures of the sandbox return nil, err.
  */
@@ -214,6 +215,8 @@ static const lb_backend *check_backend(lua_State *L)
 	return b;
 }
 
+static const lb_file *read_files(lua_State *L, int t, size_t *n);
+
 /* The open config at index 2; what it points to lives on the Lua stack. */
 static void read_open_config(lua_State *L, lb_open_config *out)
 {
@@ -295,27 +298,7 @@ static void read_open_config(lua_State *L, lb_open_config *out)
 		if (cfg.wrap_argc < 1 || cfg.wrap_argv[0][0] != '/' || !cfg.wrap_ready)
 			luaL_error(L, "wrap: argv (the program's absolute path first) and ready "
 				      "are required");
-		rawfield(L, w, "files");
-		int fl = lua_gettop(L);
-		size_t n = lua_istable(L, fl) ? lua_objlen(L, fl) : 0;
-		lb_wrap_file *files = lua_newuserdata(L, (n ? n : 1) * sizeof *files);
-		for (size_t i = 0; i < n; i++) {
-			lua_rawgeti(L, fl, (int)i + 1);
-			int f = lua_gettop(L);
-			luaL_argcheck(L, lua_istable(L, f), 2,
-				      "wrap.files entries: {path=, data=}");
-			files[i].path = opt_string(L, f, "path", NULL);
-			rawfield(L, f, "data");
-			files[i].data = lua_tolstring(L, -1, &files[i].len);
-			lua_pop(L, 1);
-			if (!files[i].path || files[i].path[0] != '/' || !files[i].data)
-				luaL_error(L,
-					   "wrap.files[%d]: an absolute path and data are required",
-					   (int)i + 1);
-			lua_pop(L, 1);
-		}
-		cfg.wrap_files = files;
-		cfg.n_wrap_files = n;
+		cfg.wrap_files = read_files(L, w, &cfg.n_wrap_files);
 	}
 	*out = cfg;
 }
@@ -1233,6 +1216,24 @@ static int l_sha256_file(lua_State *L)
 	return push_hex(L, md, len);
 }
 
+/* core.jail_etc(hostname) -> { { path = "/etc/NAME", data = ... }, ... } (lb_jail_etc) */
+static int l_jail_etc(lua_State *L)
+{
+	const char *hostname = luaL_checkstring(L, 1);
+	const char *name, *content;
+	char buf[512];
+	lua_newtable(L);
+	for (size_t i = 0; lb_jail_etc(i, hostname, &name, &content, buf, sizeof buf); i++) {
+		lua_createtable(L, 0, 2);
+		lua_pushfstring(L, "/etc/%s", name);
+		lua_setfield(L, -2, "path");
+		lua_pushstring(L, content);
+		lua_setfield(L, -2, "data");
+		lua_rawseti(L, -2, (int)i + 1);
+	}
+	return 1;
+}
+
 /* core.readlink(path) -> target | nil, err, errno_name ("EINVAL": not a link) */
 static int l_readlink(lua_State *L)
 {
@@ -1529,6 +1530,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"cell_parse", l_cell_parse},
 					 {"resolve_in_root", l_resolve_in_root},
 					 {"readlink", l_readlink},
+					 {"jail_etc", l_jail_etc},
 					 {"layer_apply", l_layer_apply},
 					 {"sha256_file", l_sha256_file},
 					 {"tar_host", l_tar_host},

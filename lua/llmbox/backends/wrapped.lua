@@ -46,18 +46,10 @@ function _M.find_ready()
     return path
 end
 
---- wrapped.etc_files(hostname) -> { { path, data }, ... }: /etc as the native jail has it
---- (runtime/jail.c, write_etc)
+--- wrapped.etc_files(hostname) -> { { path, data }, ... }: /etc as the native jail has it (the
+--- same table in C, lb_jail_etc)
 function _M.etc_files(hostname)
-    return {
-        { path = "/etc/passwd", data = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-            .. "sandbox:x:1000:1000:sandbox:/sandbox:/bin/sh\n"
-            .. "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n" },
-        { path = "/etc/group", data = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n" },
-        { path = "/etc/hosts", data = format("127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost\n", hostname) },
-        { path = "/etc/nsswitch.conf", data = "passwd: files\ngroup: files\nhosts: files dns\n" },
-        { path = "/etc/hostname", data = hostname },
-    }
+    return core.jail_etc(hostname)
 end
 
 --- wrapped.steps(cfg) -> steps | nil, err: the jail for a core open config (native.translate's),

@@ -7,6 +7,7 @@ local http = require "llmbox.http"
 local json = require "llmbox.json"
 local status = require "llmbox.k8s.status"
 local pod = require "llmbox.k8s.pod"
+local util = require "llmbox.util"
 
 local setmetatable, tostring, format = setmetatable, tostring, string.format
 
@@ -72,10 +73,11 @@ function Client:list_pods(ns, labels)
     return self:request("GET", pods_path(ns) .. q, nil, format("listing pods in namespace %s", ns))
 end
 
---- client:wait_ready(ns, name, timeout_s [, sleep_ms]) -> pod | nil, err: polls until the pod
---- is ready, fails as soon as it never will be (its image, eviction...), or times out saying
---- what it was waiting for
+--- client:wait_ready(ns, name, timeout_s [, sleep]) -> pod | nil, err: polls every 200 ms until
+--- the pod is ready, fails as soon as it never will be (its image, eviction...), or times out
+--- saying what it was waiting for. sleep(ms): how to wait (an event loop's), else util.sleep_ms.
 function Client:wait_ready(ns, name, timeout_s, sleep)
+    sleep = sleep or util.sleep_ms
     local deadline = os.time() + timeout_s
     local why
     repeat
@@ -85,7 +87,7 @@ function Client:wait_ready(ns, name, timeout_s, sleep)
         state, why = status.pod_state(p)
         if state == "ready" then return p end
         if state == "failed" then return nil, why end
-        if sleep then sleep(200) end
+        sleep(200)
     until os.time() >= deadline
     return nil, format("pod %s was not ready within %d s: %s", name, timeout_s, tostring(why))
 end

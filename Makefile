@@ -28,6 +28,7 @@ DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive libcrypto 2>/dev/null) -lhttp_parser
 # OpenSSL (libcurl's TLS here): http.c ends an exec's stdin on a TLS stream with close_notify
 CURL_LIBS  = $(shell $(PKG_CONFIG) --libs libcurl openssl 2>/dev/null)
+WS_LIBS    = $(shell $(PKG_CONFIG) --libs libwebsockets 2>/dev/null)
 LUA_LIBS   = $(shell $(PKG_CONFIG) --libs luajit 2>/dev/null)
 ALL_CFLAGS = $(WARN) $(HARDEN) $(VISIBILITY) $(CFLAGS) $(DEP_CFLAGS)
 ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
@@ -39,13 +40,17 @@ CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtim
 # llmbox.http_core: the engine drivers' HTTP client, a module of its own (libcurl takes ~14 ms to
 # load: `llmbox run` and llmbox.core never pay it).
 HTTP_SRC := runtime/http.c runtime/lua_http.c runtime/lua_util.c runtime/util.c
+# llmbox.ws_core: the Kubernetes backend's websocket client (libwebsockets), apart for the same reason.
+WS_SRC := runtime/ws.c runtime/lua_ws.c runtime/lua_util.c runtime/util.c
 CORE_OBJ := $(CORE_SRC:%.c=build/obj/%.o)
 HTTP_OBJ := $(HTTP_SRC:%.c=build/obj/%.o)
+WS_OBJ   := $(WS_SRC:%.c=build/obj/%.o)
 HEADERS  := runtime/llmbox.h runtime/internal.h runtime/run.h runtime/supervision.h backends/backend.h
 
 BIN    := build/bin/llmbox
 MODULE := build/lib/llmbox/core.so
 HTTP_MODULE := build/lib/llmbox/http_core.so
+WS_MODULE := build/lib/llmbox/ws_core.so
 # The docker/podman backends' helper inside each container: static, it runs in any image.
 HELPER := build/lib/llmbox/container-exec
 # The program bwrap and nsjail start in the jails they built (backends/jail_ready.c): static, as any root
@@ -53,7 +58,7 @@ HELPER := build/lib/llmbox/container-exec
 READY := build/lib/llmbox/jail-ready
 
 # Debian packages: what building needs, and what the specs need on top.
-DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev libssl-dev libhttp-parser-dev lua-cjson lua-luv python3
+DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev libssl-dev libwebsockets-dev libhttp-parser-dev lua-cjson lua-luv python3
 # Toolchains the language recipes drive (the specs run each one for real). Defined before
 # DEPS_TEST: a `:=` assignment expands what it names at once.
 DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby python3-pip \
@@ -69,7 +74,7 @@ DEPS_TEST  := bubblewrap debootstrap lua-yaml python3-kubernetes lua-busted lua-
 
 .PHONY: all deps deps-test demo test test-fresh print-deps-test print-deps-langs soak lint format install uninstall clean paths
 
-all: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER) $(READY) paths
+all: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(HELPER) $(READY) paths
 
 build/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -87,6 +92,10 @@ $(MODULE): $(CORE_OBJ)
 $(HTTP_MODULE): $(HTTP_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(ALL_LDFLAGS) $(CURL_LIBS)
+
+$(WS_MODULE): $(WS_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(ALL_LDFLAGS) $(WS_LIBS)
 
 $(HELPER): backends/container_exec.c
 	@mkdir -p $(dir $@)
@@ -150,18 +159,19 @@ soak: deps-test
 lint: deps-test
 	@luacheck -q --formatter plain lua policies spec bench examples && echo "luacheck (.luacheckrc): ok"
 	@echo "clang-format check"
-	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c $(HEADERS)
+	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) $(WS_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c $(HEADERS)
 	@$(MAKE) --no-print-directory clean >/dev/null
 	@$(MAKE) --no-print-directory all CFLAGS="-O2 -g" >/dev/null && echo "build with -Wall -Wextra -Werror: ok"
 
 format:
-	clang-format -i $(CORE_SRC) $(HTTP_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c $(HEADERS)
+	clang-format -i $(CORE_SRC) $(HTTP_SRC) $(WS_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c $(HEADERS)
 
-install: $(BIN) $(MODULE) $(HTTP_MODULE) $(HELPER)
+install: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(HELPER)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR) $(DESTDIR)$(DATADIR)/policies/pools
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/llmbox
 	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/llmbox/core.so
 	install -m 0755 $(HTTP_MODULE) $(DESTDIR)$(LIBDIR)/llmbox/http_core.so
+	install -m 0755 $(WS_MODULE) $(DESTDIR)$(LIBDIR)/llmbox/ws_core.so
 	install -m 0755 $(HELPER) $(DESTDIR)$(LIBDIR)/llmbox/container-exec
 	install -m 0755 $(READY) $(DESTDIR)$(LIBDIR)/llmbox/jail-ready
 	cd lua && find llmbox -type d -exec install -d $(DESTDIR)$(LUADIR)/{} \;

@@ -392,6 +392,36 @@ int lb_http_send(lb_http_req *r, const char *buf, size_t len, size_t *sent, lb_e
 int lb_http_recv(lb_http_req *r, char *buf, size_t cap, size_t *got, lb_error *err);
 int lb_http_shutdown_write(lb_http_req *r, lb_error *err);
 
+/* ---- websocket client (ws.c): the Kubernetes backend's exec and attach streams ----
+ * One connection, TLS always verified (ca_pem, else the system's CAs; the host name checked),
+ * driven by the caller's loop like lb_http: watch lb_ws_fds, call lb_ws_step (0: never waits).
+ * Messages go out whole (binary) and arrive whole, in order, in lb_ws_take (malloc'd: the
+ * caller frees them). A refused upgrade leaves the server's HTTP status in lb_ws_status. */
+typedef struct lb_ws lb_ws;
+enum lb_ws_state { LB_WS_CONNECTING, LB_WS_OPEN, LB_WS_CLOSED, LB_WS_FAILED };
+typedef struct lb_ws_options {
+	const char *host, *path; /* path with its query */
+	int port;
+	bool tls;
+	const char *protocols; /* the subprotocols offered, comma-separated, preferred first */
+	const char *headers;   /* "Name: value\n" lines for the handshake (Authorization) */
+	const char *ca_pem, *cert_pem, *key_pem;
+	int connect_timeout_s; /* 0: 30 s */
+} lb_ws_options;
+lb_ws *lb_ws_open(const lb_ws_options *o, lb_error *err);
+int lb_ws_fds(lb_ws *w, struct pollfd *pf, int max, int *timeout_ms);
+int lb_ws_step(lb_ws *w, int wait_ms); /* returns the state */
+int lb_ws_send(lb_ws *w, const void *data, size_t len, lb_error *err);
+int lb_ws_take(lb_ws *w, unsigned char **data, size_t *len); /* 1: a message, 0: none yet */
+void lb_ws_close(lb_ws *w); /* a close frame once what is queued has gone */
+enum lb_ws_state lb_ws_state_of(const lb_ws *w);
+const char *lb_ws_error(const lb_ws *w);
+const char *lb_ws_protocol(const lb_ws *w); /* the one the server chose ("" before) */
+int lb_ws_status(const lb_ws *w);
+int lb_ws_close_code(const lb_ws *w);
+bool lb_ws_pending(const lb_ws *w); /* messages not yet written */
+void lb_ws_free(lb_ws *w);
+
 /* ---- host probes (probe.c), for `llmbox doctor` ---- */
 
 typedef struct lb_probe {
@@ -426,5 +456,8 @@ LB_EXPORT int luaopen_llmbox_core(struct lua_State *L);
 /* require "llmbox.http_core" (http_core.so: the HTTP client, apart so that only its users load
  * libcurl) */
 LB_EXPORT int luaopen_llmbox_http_core(struct lua_State *L);
+/* require "llmbox.ws_core" (ws_core.so: the websocket client, apart so that only the Kubernetes
+ * backend loads libwebsockets) */
+LB_EXPORT int luaopen_llmbox_ws_core(struct lua_State *L);
 
 #endif

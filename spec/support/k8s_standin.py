@@ -12,10 +12,19 @@ everything, "reader-token" may only get and list (others are refused 403 as RBAC
 anything else is 401. Namespaces: default, sandboxes (others are 404).
 
 Routes: GET /version, /api, /api/v1, /apis (discovery); pods in a namespace: POST (create), GET
-(list, ?labelSelector=k=v[,k=v]), GET NAME, DELETE NAME. A created pod is Running and Ready at
-once. Not here yet: watch, exec and attach, running anything (pods are records only).
+(list, ?labelSelector=k=v[,k=v]), GET NAME, DELETE NAME, and GET NAME/exec over a websocket
+(v5.channel.k8s.io or v4.channel.k8s.io, as the client prefers: one byte naming the stream, then
+its data; the exit status as a Status on channel 3).
+
+A pod is a session of llmbox's native backend (spec/support/k8s_pod.lua: the host's /usr stands
+in for the image), with the pod's memory limit; it is Running and Ready once its sandbox is.
+Execs run in it one at a time, with the whole stdin first: v5's close of stdin ends it, and an
+exec with stdin over v4 (which cannot say where stdin ends) is refused. Not here yet: watch,
+attach.
 """
 import base64
+import hashlib
+import struct
 import datetime
 import http.server
 import json
@@ -31,6 +40,60 @@ import uuid
 NAMESPACES = {"default", "sandboxes"}
 TOKENS = {"admin-token": "admin", "reader-token": "reader"}
 pods = {}  # (namespace, name) -> pod
+agents = {}  # (namespace, name) -> Agent
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+UNITS = {"Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "K": 1000, "M": 1000 ** 2, "G": 1000 ** 3, "": 1}
+
+
+def quantity(text):
+    for unit in ("Ki", "Mi", "Gi", "K", "M", "G", ""):
+        if text.endswith(unit) and text[:len(text) - len(unit)].isdigit():
+            return int(text[:len(text) - len(unit)]) * UNITS[unit]
+    return 0
+
+
+class Agent:
+    """A pod's sandbox: k8s_pod.lua's process and the lock its execs take turns on."""
+
+    def __init__(self, memory):
+        self.cancel = os.path.join(OUT, "cancel-" + uuid.uuid4().hex)
+        env = dict(os.environ, LUA_PATH="%s/lua/?.lua;%s/lua/?/init.lua;;" % (ROOT, ROOT),
+                   LUA_CPATH="%s/build/lib/?.so;;" % ROOT)
+        self.proc = subprocess.Popen(["luajit", os.path.join(HERE, "k8s_pod.lua"), str(memory), self.cancel], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.lock = threading.Lock()
+        first = json.loads(self.proc.stdout.readline() or b'{"error": "the pod agent ended"}')
+        self.error = first.get("error")
+
+    def stop_exec(self):
+        open(self.cancel, "w").close()
+
+    def exec(self, argv, stdin, on_output):
+        with self.lock:
+            req = {"argv": argv}
+            if stdin:
+                req["stdin"] = base64.b64encode(stdin).decode()
+            self.proc.stdin.write(json.dumps(req).encode() + b"\n")
+            self.proc.stdin.flush()
+            while True:
+                line = self.proc.stdout.readline()
+                if not line:
+                    return None, "the pod's sandbox is gone"
+                msg = json.loads(line)
+                if "stream" in msg:
+                    on_output(msg["stream"], base64.b64decode(msg["data"]))
+                elif "exit" in msg:
+                    return msg["exit"], None
+                else:
+                    return None, msg.get("error")
+
+    def stop(self):
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
 lock = threading.Lock()
 
 
@@ -77,7 +140,7 @@ def running(pod):
 def handle(method, path, query, body, role):
     parts = [p for p in path.split("/") if p]
     if method == "GET" and path == "/version":
-        return 200, {"major": "1", "minor": "28", "gitVersion": "v1.28.0-llmbox-standin", "platform": "linux/amd64"}
+        return 200, {"major": "1", "minor": "32", "gitVersion": "v1.32.0-llmbox-standin", "platform": "linux/amd64"}
     if method == "GET" and path == "/api":
         return 200, {"kind": "APIVersions", "versions": ["v1"],
                      "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
@@ -86,7 +149,11 @@ def handle(method, path, query, body, role):
     if method == "GET" and path == "/api/v1":
         return 200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
             {"name": "pods", "singularName": "", "namespaced": True, "kind": "Pod",
-             "verbs": ["create", "delete", "get", "list"], "shortNames": ["po"]}]}
+             "verbs": ["create", "delete", "get", "list"], "shortNames": ["po"]},
+            {"name": "pods/exec", "singularName": "", "namespaced": True, "kind": "PodExecOptions",
+             "verbs": ["create", "get"]}]}
+    if len(parts) == 7 and parts[6] == "exec":
+        return status(400, "BadRequest", "Upgrade request required")
     if len(parts) < 5 or parts[:3] != ["api", "v1", "namespaces"] or parts[4] != "pods" or len(parts) > 6:
         return status(404, "NotFound", "the server could not find the requested resource")
     ns, name = parts[3], (parts[5] if len(parts) == 6 else None)
@@ -117,6 +184,12 @@ def handle(method, path, query, body, role):
                 return status(409, "AlreadyExists", 'pods "%s" already exists' % pname,
                               {"name": pname, "kind": "pods"})
             pod.setdefault("metadata", {})["namespace"] = ns
+            limits = (containers[0].get("resources") or {}).get("limits") or {}
+            agent = Agent(quantity(str(limits.get("memory", "0"))))
+            if agent.error:
+                agent.stop()
+                return status(500, "InternalError", "the stand-in could not make the pod's sandbox: " + agent.error)
+            agents[(ns, pname)] = agent
             pods[(ns, pname)] = running(pod)
             return 201, pods[(ns, pname)]
         pod = pods.get((ns, name))
@@ -124,6 +197,9 @@ def handle(method, path, query, body, role):
             return status(404, "NotFound", 'pods "%s" not found' % name, {"name": name, "kind": "pods"})
         if verb == "delete":
             del pods[(ns, name)]
+            agent = agents.pop((ns, name), None)
+            if agent:
+                threading.Thread(target=agent.stop, daemon=True).start()
         return 200, pod
 
 
@@ -151,7 +227,90 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
+        url = urllib.parse.urlsplit(self.path)
+        parts = [p for p in url.path.split("/") if p]
+        if (len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods"
+                and parts[6] == "exec" and (self.headers.get("Upgrade") or "").lower() == "websocket"):
+            return self.exec_ws(parts[3], parts[5], urllib.parse.parse_qs(url.query))
         self.serve("GET")
+
+    def refuse(self, code, answer):
+        data = json.dumps(answer).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def exec_ws(self, ns, name, query):
+        auth = self.headers.get("Authorization") or ""
+        role = TOKENS.get(auth[len("Bearer "):]) if auth.startswith("Bearer ") else None
+        if role is None:
+            return self.refuse(*status(401, "Unauthorized", "Unauthorized"))
+        if role != "admin":
+            return self.refuse(*status(403, "Forbidden", 'pods "%s" is forbidden: User "reader" cannot create resource '
+                                       '"pods/exec" in API group "" in the namespace "%s"' % (name, ns)))
+        with lock:
+            agent = agents.get((ns, name))
+        if agent is None:
+            return self.refuse(*status(404, "NotFound", 'pods "%s" not found' % name, {"name": name, "kind": "pods"}))
+        argv = query.get("command") or []
+        if not argv:
+            return self.refuse(*status(400, "BadRequest", "you must specify at least 1 command"))
+        offered = [p.strip() for p in (self.headers.get("Sec-WebSocket-Protocol") or "").split(",")]
+        chosen = next((p for p in offered if p in ("v5.channel.k8s.io", "v4.channel.k8s.io")), None)
+        if chosen is None:
+            return self.refuse(*status(400, "BadRequest", "none of the offered subprotocols is spoken here: %s"
+                                       % ", ".join(offered)))
+        want_stdin = query.get("stdin", ["false"])[0] in ("true", "1")
+        if want_stdin and chosen != "v5.channel.k8s.io":
+            return self.refuse(*status(400, "BadRequest", "the stand-in reads an exec's stdin whole, and v4.channel."
+                                       "k8s.io cannot say where it ends: offer v5.channel.k8s.io"))
+        key = self.headers.get("Sec-WebSocket-Key") or ""
+        accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept.decode())
+        self.send_header("Sec-WebSocket-Protocol", chosen)
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        ws = WebSocket(self.rfile, self.wfile)
+        for channel in (1, 2, 3):  # the API server announces each channel with an empty message
+            ws.send(bytes([channel]))
+        stdin = b""
+        while want_stdin:
+            msg = ws.recv()
+            if msg is None:
+                return
+            if msg[:1] == b"\x00":
+                stdin += msg[1:]
+            elif msg == b"\xff\x00":
+                break
+        # a client that goes away stops its exec (a cluster's would go on: the backend stops
+        # its runs itself; here the pod's execs take turns, so a forgotten one would hold it)
+        done = threading.Event()
+
+        def watch():
+            while ws.recv() is not None:
+                pass
+            if not done.is_set():
+                agent.stop_exec()
+        threading.Thread(target=watch, daemon=True).start()
+        code, err = agent.exec(argv, stdin, lambda stream, data: ws.send(bytes([1 if stream == "stdout" else 2]) + data))
+        if err is not None:
+            st = {"metadata": {}, "status": "Failure", "message": err, "reason": "InternalError", "code": 500}
+        elif code == 0:
+            st = {"metadata": {}, "status": "Success"}
+        else:
+            st = {"metadata": {}, "status": "Failure", "message": "command terminated with non-zero exit code: "
+                  "error executing command [%s], exit code %d" % (" ".join(argv), code),
+                  "reason": "NonZeroExitCode",
+                  "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+        done.set()
+        ws.send(b"\x03" + json.dumps(st).encode())
+        ws.close()
 
     def do_POST(self):
         self.serve("POST")
@@ -160,12 +319,78 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.serve("DELETE")
 
 
+class WebSocket:
+    """The server's side of RFC 6455, as much as exec needs: binary messages out, the client's
+    (masked) messages in, close and ping answered."""
+
+    def __init__(self, rfile, wfile):
+        self.rfile, self.wfile = rfile, wfile
+        self.wlock = threading.Lock()
+
+    def frame(self, opcode, data):
+        head = bytes([0x80 | opcode])
+        n = len(data)
+        if n < 126:
+            head += bytes([n])
+        elif n < 65536:
+            head += bytes([126]) + struct.pack(">H", n)
+        else:
+            head += bytes([127]) + struct.pack(">Q", n)
+        with self.wlock:
+            try:
+                self.wfile.write(head + data)
+                self.wfile.flush()
+            except (OSError, ValueError):  # the client went away
+                pass
+
+    def send(self, data):
+        self.frame(2, data)
+
+    def close(self):
+        self.frame(8, struct.pack(">H", 1000))
+
+    def recv(self):
+        try:
+            return self.read_message()
+        except (OSError, ValueError, struct.error):  # the client went away
+            return None
+
+    def read_message(self):
+        message = b""
+        while True:
+            head = self.rfile.read(2)
+            if len(head) < 2:
+                return None
+            opcode, n = head[0] & 0x0F, head[1] & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", self.rfile.read(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", self.rfile.read(8))[0]
+            mask = self.rfile.read(4) if head[1] & 0x80 else b"\0\0\0\0"
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
+            if opcode == 8:
+                self.close()
+                return None
+            if opcode == 9:
+                self.frame(10, data)
+                continue
+            if opcode == 10:
+                continue
+            message += data
+            if head[0] & 0x80:
+                return message
+
+
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 
 
+OUT = None
+
+
 def main():
-    out = sys.argv[1]
+    global OUT
+    out = OUT = sys.argv[1]
     # a throwaway CA and a certificate for 127.0.0.1 signed by it
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     run = lambda *a: subprocess.run(a, cwd=out, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

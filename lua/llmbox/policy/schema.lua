@@ -360,6 +360,23 @@ local POLICY = {
                 },
             },
         },
+        -- The kubernetes backend's pods (llmbox.backends.kubernetes): where they go and what
+        -- marks them. namespace: else the kubeconfig context's, else "default". pod_manifest:
+        -- JSON text of a pod's fields merged into the hardened default (llmbox.k8s.pod), checked
+        -- against this policy. Pods llmbox made and no live session holds are deleted by the
+        -- backend's maintenance once older than gc_after.
+        kubernetes = {
+            type = "record",
+            fields = {
+                namespace = "string",
+                context = "string",
+                labels = { type = "map", of = "string", default = {} },
+                annotations = { type = "map", of = "string", default = {} },
+                pod_manifest = "string",
+                ready_timeout = { type = "duration", default = 120 },
+                gc_after = { type = "duration", default = 3600 },
+            },
+        },
         env = {
             type = "record",
             fields = {

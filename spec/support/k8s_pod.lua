@@ -1,0 +1,71 @@
+-- A pod of the Kubernetes stand-in (spec/support/k8s_standin.py): one llmbox session on the
+-- native backend for the pod's lifetime, whose execs the stand-in hands over one at a time as
+-- JSON lines on stdin:
+--   {"argv": [...], "stdin": "<base64>"}
+-- and which answers on stdout, as the exec goes:
+--   {"stream": "stdout" | "stderr", "data": "<base64>"} ... then {"exit": N} | {"error": "..."}
+-- An exec whose client went away is stopped (its process tree killed) when the file CANCEL
+-- appears, which the stand-in makes then. argv: MEMORY (bytes, the pod's limit; 0: the
+-- policy's) CANCEL. An exec's own wall clock is the pod's lifetime, as in a cluster.
+local llmbox = require "llmbox"
+local session = require "llmbox.session"
+local plan = require "llmbox.plan"
+local json = require "llmbox.json"
+local artifacts = require "llmbox.artifacts"
+
+local memory, cancel = tonumber(arg[1]) or 0, arg[2]
+local policy = assert(session.load_policy("default"))
+policy.limits.timeout = 24 * 3600
+policy.limits.output = 1024 * 1024 * 1024
+if memory > 0 then policy.limits.memory = memory end
+
+local s, err = llmbox.session{ backend = "native", policy = policy }
+local function say(t)
+    io.stdout:write(json.encode(t), "\n")
+    io.stdout:flush()
+end
+if not s then
+    say({ error = "the pod's sandbox: " .. tostring(err) })
+    os.exit(1)
+end
+say({ ready = true })
+
+local function cancelled()
+    local f = io.open(cancel)
+    if f then f:close() end
+    return f ~= nil
+end
+
+local function exec(req)
+    os.remove(cancel)
+    local spec, perr = plan.exec(s.policy, s.layout, s.env, req.argv, {})
+    if not spec then return nil, perr end
+    spec.stdin = req.stdin and artifacts.unbase64(req.stdin) or nil
+    local run, rerr = s.handle:start(spec)
+    if not run then return nil, rerr end
+    local over
+    repeat
+        over = run:step(50)
+        local q = run:take()
+        for i = 1, q and #q or 0, 2 do say({ stream = q[i], data = artifacts.base64(q[i + 1]) }) end
+        if not over and cancelled() then run:abort("the exec's client went away") end
+    until over
+    local q = run:take()
+    for i = 1, q and #q or 0, 2 do say({ stream = q[i], data = artifacts.base64(q[i + 1]) }) end
+    return run:result()
+end
+
+for line in io.stdin:lines() do
+    local req = json.decode(line)
+    if type(req) ~= "table" or type(req.argv) ~= "table" then
+        say({ error = "a request is {argv, stdin}" })
+    else
+        local res, rerr = exec(req)
+        if res then
+            say({ exit = res.exit_code or 128 + (res.signal or 9) })
+        else
+            say({ error = tostring(rerr) })
+        end
+    end
+end
+s:close()

@@ -227,7 +227,12 @@ lb_ws *lb_ws_open(const lb_ws_options *o, lb_error *err)
 		lb_fail(err, ENOMEM, "websocket: out of memory");
 		return NULL;
 	}
-	lws_set_log_level(0, quiet);
+	/* LLMBOX_WS_LOG=1: libwebsockets' errors and warnings on stderr, for diagnosing */
+	const char *log = getenv("LLMBOX_WS_LOG");
+	if (log && *log == '1')
+		lws_set_log_level(LLL_ERR | LLL_WARN, NULL);
+	else
+		lws_set_log_level(0, quiet);
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof info);
 	info.port = CONTEXT_PORT_NO_LISTEN;
@@ -236,6 +241,9 @@ lb_ws *lb_ws_open(const lb_ws_options *o, lb_error *err)
 	info.user = w;
 	info.gid = (gid_t)-1;
 	info.uid = (uid_t)-1;
+	/* an exec's command is in its URL: llmbox's run wrapper alone is some 15 KB of it */
+	info.max_http_header_data = 65535;
+	info.pt_serv_buf_size = 128 * 1024; /* the handshake is written in it whole */
 	info.timeout_secs = o->connect_timeout_s > 0 ? (unsigned)o->connect_timeout_s : 30;
 	if (o->tls) {
 		if (o->ca_pem) {
@@ -255,6 +263,12 @@ lb_ws *lb_ws_open(const lb_ws_options *o, lb_error *err)
 	if (!w->ctx) {
 		lb_fail(err, EPROTO, "websocket: the TLS settings were refused (the CA, or the client "
 				    "certificate and key, are not valid PEM)");
+		lb_ws_free(w);
+		return NULL;
+	}
+	if (strlen(o->path) > 60000) {
+		lb_fail(err, E2BIG, "websocket: the request's path is %zu bytes, more than 60000",
+			strlen(o->path));
 		lb_ws_free(w);
 		return NULL;
 	}

@@ -107,6 +107,8 @@ function _M.sandbox(policy, recipe, request)
             deny_ioctls = sc.deny_ioctls,
         },
         hostname = "llmbox",
+        -- the kubernetes backend's pod settings (namespace, labels, isolation...); others ignore it
+        kubernetes = policy.kubernetes,
     }
 end
 

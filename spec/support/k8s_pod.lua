@@ -14,6 +14,12 @@ local json = require "llmbox.json"
 local artifacts = require "llmbox.artifacts"
 
 local memory, cancel = tonumber(arg[1]) or 0, arg[2]
+-- the container's environment (argv[3]: JSON, the pod's env list): every exec gets it, as a
+-- container runtime gives it to every process it starts in the container
+local pod_env = {}
+for _, e in ipairs(json.decode(arg[3] or "[]") or {}) do
+    if type(e) == "table" and type(e.name) == "string" then pod_env[#pod_env + 1] = e.name .. "=" .. tostring(e.value or "") end
+end
 local policy = assert(session.load_policy("default"))
 policy.limits.timeout = 24 * 3600
 policy.limits.output = 1024 * 1024 * 1024
@@ -40,6 +46,7 @@ local function exec(req)
     os.remove(cancel)
     local spec, perr = plan.exec(s.policy, s.layout, s.env, req.argv, {})
     if not spec then return nil, perr end
+    for _, kv in ipairs(pod_env) do spec.env[#spec.env + 1] = kv end
     spec.stdin = req.stdin and artifacts.unbase64(req.stdin) or nil
     local run, rerr = s.handle:start(spec)
     if not run then return nil, rerr end

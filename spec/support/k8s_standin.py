@@ -14,7 +14,8 @@ anything else is 401. Namespaces: default, sandboxes (others are 404).
 Routes: GET /version, /api, /api/v1, /apis (discovery); pods in a namespace: POST (create), GET
 (list, ?labelSelector=k=v[,k=v]), GET NAME, DELETE NAME, and GET NAME/exec over a websocket
 (v5.channel.k8s.io or v4.channel.k8s.io, as the client prefers: one byte naming the stream, then
-its data; the exit status as a Status on channel 3).
+its data; the exit status as a Status on channel 3); networking.k8s.io/v1 networkpolicies in a
+namespace (create, get, list, delete: records only, the pods here have no network to cut).
 
 A pod is a session of llmbox's native backend (spec/support/k8s_pod.lua: the host's /usr stands
 in for the image), with the pod's memory limit; it is Running and Ready once its sandbox is.
@@ -41,6 +42,7 @@ NAMESPACES = {"default", "sandboxes"}
 TOKENS = {"admin-token": "admin", "reader-token": "reader"}
 pods = {}  # (namespace, name) -> pod
 agents = {}  # (namespace, name) -> Agent
+netpols = {}  # (namespace, name) -> NetworkPolicy
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 UNITS = {"Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "K": 1000, "M": 1000 ** 2, "G": 1000 ** 3, "": 1}
@@ -56,11 +58,11 @@ def quantity(text):
 class Agent:
     """A pod's sandbox: k8s_pod.lua's process and the lock its execs take turns on."""
 
-    def __init__(self, memory):
+    def __init__(self, memory, pod_env):
         self.cancel = os.path.join(OUT, "cancel-" + uuid.uuid4().hex)
         env = dict(os.environ, LUA_PATH="%s/lua/?.lua;%s/lua/?/init.lua;;" % (ROOT, ROOT),
                    LUA_CPATH="%s/build/lib/?.so;;" % ROOT)
-        self.proc = subprocess.Popen(["luajit", os.path.join(HERE, "k8s_pod.lua"), str(memory), self.cancel], env=env,
+        self.proc = subprocess.Popen(["luajit", os.path.join(HERE, "k8s_pod.lua"), str(memory), self.cancel, json.dumps(pod_env)], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.lock = threading.Lock()
         first = json.loads(self.proc.stdout.readline() or b'{"error": "the pod agent ended"}')
@@ -137,6 +139,39 @@ def running(pod):
     return pod
 
 
+def network_policies(method, ns, name, body, role):
+    """NetworkPolicies are records here: the stand-in's pods have no network to cut."""
+    verb = {"POST": "create", "DELETE": "delete"}.get(method, "get" if name else "list")
+    if role != "admin" and verb not in ("get", "list"):
+        return status(403, "Forbidden", 'networkpolicies.networking.k8s.io is forbidden: User "reader" cannot %s '
+                      'resource "networkpolicies" in API group "networking.k8s.io" in the namespace "%s"' % (verb, ns),
+                      {"group": "networking.k8s.io", "kind": "networkpolicies"})
+    if ns not in NAMESPACES:
+        return status(404, "NotFound", 'namespaces "%s" not found' % ns, {"name": ns, "kind": "namespaces"})
+    with lock:
+        if verb == "list":
+            items = [p for (pns, _), p in sorted(netpols.items()) if pns == ns]
+            return 200, {"kind": "NetworkPolicyList", "apiVersion": "networking.k8s.io/v1", "metadata": {},
+                         "items": items}
+        if verb == "create":
+            np = json.loads(body or b"{}")
+            npname = (np.get("metadata") or {}).get("name")
+            if not npname:
+                return status(422, "Invalid", "NetworkPolicy.networking.k8s.io \"\" is invalid: metadata.name: "
+                              "Required value")
+            if (ns, npname) in netpols:
+                return status(409, "AlreadyExists", 'networkpolicies.networking.k8s.io "%s" already exists' % npname)
+            np["metadata"]["namespace"] = ns
+            netpols[(ns, npname)] = np
+            return 201, np
+        np = netpols.get((ns, name))
+        if np is None:
+            return status(404, "NotFound", 'networkpolicies.networking.k8s.io "%s" not found' % name)
+        if verb == "delete":
+            del netpols[(ns, name)]
+        return 200, np
+
+
 def handle(method, path, query, body, role):
     parts = [p for p in path.split("/") if p]
     if method == "GET" and path == "/version":
@@ -145,7 +180,13 @@ def handle(method, path, query, body, role):
         return 200, {"kind": "APIVersions", "versions": ["v1"],
                      "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
     if method == "GET" and path == "/apis":
-        return 200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
+        return 200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+            {"name": "networking.k8s.io", "versions": [{"groupVersion": "networking.k8s.io/v1", "version": "v1"}],
+             "preferredVersion": {"groupVersion": "networking.k8s.io/v1", "version": "v1"}}]}
+    if method == "GET" and path == "/apis/networking.k8s.io/v1":
+        return 200, {"kind": "APIResourceList", "groupVersion": "networking.k8s.io/v1", "resources": [
+            {"name": "networkpolicies", "singularName": "", "namespaced": True, "kind": "NetworkPolicy",
+             "verbs": ["create", "delete", "get", "list"], "shortNames": ["netpol"]}]}
     if method == "GET" and path == "/api/v1":
         return 200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
             {"name": "pods", "singularName": "", "namespaced": True, "kind": "Pod",
@@ -154,6 +195,9 @@ def handle(method, path, query, body, role):
              "verbs": ["create", "get"]}]}
     if len(parts) == 7 and parts[6] == "exec":
         return status(400, "BadRequest", "Upgrade request required")
+    if parts[:4] == ["apis", "networking.k8s.io", "v1", "namespaces"] and len(parts) in (6, 7) \
+            and parts[5] == "networkpolicies":
+        return network_policies(method, parts[4], parts[6] if len(parts) == 7 else None, body, role)
     if len(parts) < 5 or parts[:3] != ["api", "v1", "namespaces"] or parts[4] != "pods" or len(parts) > 6:
         return status(404, "NotFound", "the server could not find the requested resource")
     ns, name = parts[3], (parts[5] if len(parts) == 6 else None)
@@ -185,7 +229,7 @@ def handle(method, path, query, body, role):
                               {"name": pname, "kind": "pods"})
             pod.setdefault("metadata", {})["namespace"] = ns
             limits = (containers[0].get("resources") or {}).get("limits") or {}
-            agent = Agent(quantity(str(limits.get("memory", "0"))))
+            agent = Agent(quantity(str(limits.get("memory", "0"))), containers[0].get("env") or [])
             if agent.error:
                 agent.stop()
                 return status(500, "InternalError", "the stand-in could not make the pod's sandbox: " + agent.error)
@@ -218,7 +262,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if role is None:
             code, answer = status(401, "Unauthorized", "Unauthorized")
         else:
-            code, answer = handle(method, url.path, urllib.parse.parse_qs(url.query), body, role)
+            code, answer = handle(method, url.path, urllib.parse.parse_qs(url.query, keep_blank_values=True), body, role)
         data = json.dumps(answer).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -231,7 +275,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         parts = [p for p in url.path.split("/") if p]
         if (len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods"
                 and parts[6] == "exec" and (self.headers.get("Upgrade") or "").lower() == "websocket"):
-            return self.exec_ws(parts[3], parts[5], urllib.parse.parse_qs(url.query))
+            return self.exec_ws(parts[3], parts[5], urllib.parse.parse_qs(url.query, keep_blank_values=True))
         self.serve("GET")
 
     def refuse(self, code, answer):

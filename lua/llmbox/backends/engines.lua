@@ -1070,6 +1070,14 @@ local function helper_archive()
     return helper_tar or nil
 end
 
+-- For the kubernetes driver, whose pods run the same wrapper and scripts through execs
+-- (llmbox.backends.kubernetes): the run machinery, the sweep, and who made a sandbox.
+_M.Handle, _M.SWEEP = Handle, SWEEP
+-- The scripts this file's execs begin with (a pod's exec carries its command in a URL, which
+-- has no room for them: the kubernetes driver gives them to its pods beforehand).
+_M.SCRIPTS = { WRAPPER, COPY_IN, SEND, COUNTERS, SWEEP, (SWEEP:gsub("exit 0%s*$", "")), RESTORE }
+_M.owner_label, _M.boot_id, _M.alive = owner_label, boot_id, alive
+
 function _M.driver(kind)
     local D = { name = kind, layout = container.layout }
     D.capabilities = {

@@ -52,8 +52,8 @@ local REGISTRY = {
         description = "containers through the Docker Engine API (images; needs dockerd)" },
     { name = "podman", aliases = {}, module = "llmbox.backends.podman",
         description = "containers through Podman's Docker-compatible API (images; needs its API service)" },
-    { name = "kubernetes", aliases = { "k8s" }, planned = true,
-        description = "pods through the Kubernetes API" },
+    { name = "kubernetes", aliases = { "k8s" }, module = "llmbox.backends.kubernetes",
+        description = "pods through the Kubernetes API (images; needs a cluster and its kubeconfig)" },
     -- the seed's Windows backends: what they would take is in the README (Backends)
     { name = "windows-mxc", aliases = { "mxc" }, unavailable = "runs only on Windows (MXC app containers)",
         description = "Windows' process isolation for untrusted code (MXC); not on Linux" },

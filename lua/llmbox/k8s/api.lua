@@ -64,6 +64,23 @@ function Client:delete_pod(ns, name)
     return self:request("DELETE", pods_path(ns, name), nil, format("deleting pod %s in namespace %s", name, ns))
 end
 
+local function netpol_path(ns, name)
+    return "/apis/networking.k8s.io/v1/namespaces/" .. escape(ns) .. "/networkpolicies"
+        .. (name and ("/" .. escape(name)) or "")
+end
+
+--- client:create_network_policy(np) / client:delete_network_policy(ns, name): a pod's
+--- deny-all NetworkPolicy (networking.k8s.io/v1)
+function Client:create_network_policy(np)
+    local ns, name = np.metadata.namespace, np.metadata.name
+    return self:request("POST", netpol_path(ns), np, format("creating network policy %s in namespace %s", name, ns))
+end
+
+function Client:delete_network_policy(ns, name)
+    return self:request("DELETE", netpol_path(ns, name), nil,
+        format("deleting network policy %s in namespace %s", name, ns))
+end
+
 --- client:list_pods(ns, labels) -> PodList | nil, err: labels { key = value } all to match
 function Client:list_pods(ns, labels)
     local terms = {}

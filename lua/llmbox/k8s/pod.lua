@@ -101,6 +101,25 @@ function _M.default(spec, opts)
     }
 end
 
+--- pod.network_policy(name, namespace, session, labels) -> a NetworkPolicy that selects the
+--- session's pod and allows it nothing, in or out (a cluster whose network plugin enforces
+--- NetworkPolicies cuts the pod off; the pod still has its loopback)
+function _M.network_policy(name, namespace, session, labels)
+    local l = { [_M.LABEL_MANAGED] = "llmbox", [_M.LABEL_SESSION] = session }
+    for k, v in pairs(labels or {}) do
+        if l[k] == nil then l[k] = v end
+    end
+    return {
+        apiVersion = "networking.k8s.io/v1",
+        kind = "NetworkPolicy",
+        metadata = { name = name, namespace = namespace, labels = l },
+        spec = {
+            podSelector = { matchLabels = { [_M.LABEL_SESSION] = session } },
+            policyTypes = { "Ingress", "Egress" },
+        },
+    }
+end
+
 local function is_array(t)
     return type(t) == "table" and (t[1] ~= nil or getmetatable(t) == json.array_mt)
 end

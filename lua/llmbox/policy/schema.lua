@@ -373,6 +373,12 @@ local POLICY = {
                 labels = { type = "map", of = "string", default = {} },
                 annotations = { type = "map", of = "string", default = {} },
                 pod_manifest = "string",
+                -- a pod's syscalls and network are the cluster's to enforce, not llmbox's: its
+                -- seccomp is the runtime's default, its network cut by a NetworkPolicy that
+                -- llmbox makes for it and the cluster's network plugin must enforce. Until a
+                -- policy accepts that ("cluster"), the kubernetes backend refuses to run it.
+                isolation = { type = "enum", values = { "cluster" },
+                    hint = '"cluster": the pod gets the runtime\'s default seccomp and a deny-all NetworkPolicy' },
                 ready_timeout = { type = "duration", default = 120 },
                 gc_after = { type = "duration", default = 3600 },
             },

@@ -1,0 +1,310 @@
+-- The kubernetes backend: a session is one pod made from the neutral sandbox spec (the hardened
+-- default of llmbox.k8s.pod, with the policy's namespace, labels, annotations and pod_manifest),
+-- a run is an exec in it over the websocket channel protocol (llmbox.k8s.exec). The runs, copies,
+-- collects and resets are the container engines' (llmbox.backends.engines: the same wrapper and
+-- scripts, in their "user" mode, since a pod never has root), given pods instead of containers.
+--
+-- What differs from an engine's container, and how it is kept honest:
+--   * a pod's memory and CPU are fixed when it is made (the policy's): a run that asks for less
+--     is refused, never run with more; the processes limit is RLIMIT_NPROC of the pod's user,
+--     set by each exec (on a node without user namespaces, that user's processes in other pods
+--     count too: a tighter bound, never a looser one);
+--   * the API cannot signal an exec: a stopped run (its wall clock, its output cap) is ended by
+--     an exec that kills every process of the pod's user but itself, and the pod's first
+--     process, which no process in its pid namespace can kill;
+--   * no warm programs (a pool's prestarted interpreter keeps an exec open waiting for stdin,
+--     which the channel protocol cannot hand over without ending it): pools keep ready pods;
+--   * the syscall filter is the runtime's default seccomp profile and the network is cut by a
+--     deny-all NetworkPolicy that the cluster's network plugin must enforce: neither is llmbox's
+--     own, so a policy must accept them (kubernetes.isolation = "cluster") or the backend refuses;
+--   * no commit, no attach, no installs that need a network, no interactive cells yet.
+-- Every refusal names what was asked and why. Pods are deleted at close; those of a process
+-- that died are deleted by the maintenance (by owner on this machine, by age on others).
+local engines = require "llmbox.backends.engines"
+local container = require "llmbox.backends.container"
+local kubeconfig = require "llmbox.k8s.kubeconfig"
+local api = require "llmbox.k8s.api"
+local kpod = require "llmbox.k8s.pod"
+local kexec = require "llmbox.k8s.exec"
+local task = require "llmbox.task"
+local util = require "llmbox.util"
+local policy_mod = require "llmbox.policy"
+
+local setmetatable, tostring, tonumber, type, ipairs, format, floor, unpack = setmetatable, tostring, tonumber, type,
+    ipairs, string.format, math.floor, unpack
+
+local _M = {}
+
+-- How long llmbox's own execs (sweeps, collects, resets) may take.
+local INTERNAL_MS = 30000
+
+-- Who made a pod (this machine's boot id, the pid and its start time), as an annotation.
+local OWNER = "llmbox.dev/owner"
+
+-- The pod's first process: it only waits, and no process of its pid namespace can kill it.
+local KEEPER = { "/bin/sh", "-c", "exec sleep 2147483647" }
+
+-- The pods of a cluster, as the engines' Handle calls its engine: exec_start and exec.
+local Pods = {}
+Pods.__index = Pods
+
+-- The API server's reason for refusing an exec's upgrade: the same request over plain HTTP.
+function Pods:explain(http_status, path)
+    local _, err = self.client:request("GET", path, nil, format("exec in pod of namespace %s", self.ns))
+    return err or format("the API server refused the exec (HTTP %d)", http_status)
+end
+
+-- A pod's exec carries its command in the request's URL, which libwebsockets 4.1 holds to
+-- 2 KB: the engines' scripts (llmbox.backends.engines.SCRIPTS: the run's wrapper alone is 6 KB)
+-- are in the pod's environment instead, as LLMBOX_SH_1..n (set when it is made, so no program
+-- can change what a later exec runs), and every exec is this starter: it builds the command's
+-- script from the variable named in $1 (none: "-") between $2 and $3, and runs it with the
+-- rest as its arguments, in a clean environment when $4 is "clean" (the run's own variables
+-- are exported by $2: a run sees those, as on native, and no more).
+local STARTER = [[
+v=$1 pre=$2 post=$3 how=$4; shift 4
+s=; [ "$v" = - ] || eval "s=\${$v}"
+[ "$how" = clean ] && exec env -i /bin/sh -c "$pre$s$post" "$@"
+exec /bin/sh -c "$pre$s$post" "$@"
+]]
+local SCRIPT_ENV = {}
+do
+    local list = {}
+    for _, text in ipairs(engines.SCRIPTS) do list[#list + 1] = text end
+    -- the longest first: a script may begin with another (the wrapper with the counters)
+    table.sort(list, function(a, b) return #a > #b end)
+    for i, text in ipairs(list) do SCRIPT_ENV[i] = { name = "LLMBOX_SH_" .. i, text = text } end
+end
+
+local function sh_quote(v) return "'" .. v:gsub("'", "'\\''") .. "'" end
+
+-- The starter's argv for an exec's { argv, env, cwd } (and RLIMIT_NPROC).
+local function starter_argv(cmd, nproc)
+    local argv = cmd.argv
+    local pre = {}
+    -- (bash and busybox say -u, dash -p)
+    if nproc then pre[#pre + 1] = format("{ ulimit -u %d || ulimit -p %d; } 2>/dev/null || exit 125\n", nproc, nproc) end
+    if cmd.cwd then pre[#pre + 1] = "cd -- " .. sh_quote(cmd.cwd) .. " || exit 126\n" end
+    for _, kv in ipairs(cmd.env or {}) do
+        local k, v = kv:match("^([%a_][%w_]*)=(.*)$")
+        if not k then return nil, format("exec: %q is not NAME=value", kv) end
+        pre[#pre + 1] = "export " .. k .. "=" .. sh_quote(v) .. "\n"
+    end
+    local var, post, rest = "-", nil, nil
+    if argv[1] == "/bin/sh" and argv[2] == "-c" and argv[3] then
+        local script = argv[3]
+        post = script
+        for _, lib in ipairs(SCRIPT_ENV) do
+            if script:sub(1, #lib.text) == lib.text then
+                var, post = lib.name, script:sub(#lib.text + 1)
+                break
+            end
+        end
+        rest = { unpack(argv, 4) }
+        if #rest == 0 then rest = { "sh" } end
+    else
+        post = 'exec "$@"'
+        rest = { "llmbox-exec", unpack(argv) }
+    end
+    local out = { "/bin/sh", "-c", STARTER, "llmbox-start", var, table.concat(pre), post,
+        cmd.env and "clean" or "keep" }
+    for _, a in ipairs(rest) do out[#out + 1] = a end
+    return out
+end
+_M.starter_argv = starter_argv
+
+--- pods:exec_start(pod, { argv, env, cwd, user, stdin }) -> exec | nil, err (llmbox.k8s.exec's)
+function Pods:exec_start(id, cmd)
+    if cmd.user and cmd.user ~= container.USER then
+        return nil, format("the kubernetes backend runs everything as the pod's user (%s), never as %s",
+            container.USER, tostring(cmd.user)), "EPERM"
+    end
+    local argv, err = starter_argv(cmd, self.nproc)
+    if not argv then return nil, err, "EINVAL" end
+    return kexec.start(self.conn, { namespace = self.ns, pod = id, container = kpod.CONTAINER, argv = argv,
+        stdin = cmd.stdin }, function(st, path) return self:explain(st, path) end)
+end
+
+--- pods:exec(pod, cmd, on_output) -> { exit_code, stdout, stderr, stopped } | nil, err
+function Pods:exec(id, cmd, on_output)
+    local x, err, code = self:exec_start(id, cmd)
+    if not x then return nil, err, code end
+    if cmd.stdin ~= nil then
+        local ok
+        ok, err, code = x:close_stdin()
+        if not ok then
+            x:abandon()
+            return nil, err, code
+        end
+    end
+    return x:finish(cmd, on_output)
+end
+
+local Handle = setmetatable({}, { __index = engines.Handle })
+Handle.__index = Handle
+
+-- No warm programs (see above): sessions and pools start their runs cold.
+Handle.prestart = false
+
+--- handle:sweep(): every process of the pod's user but the sweep's own (and the pod's first)
+function Handle:sweep()
+    return self.engine:exec(self.id, { argv = { "/bin/sh", "-c", engines.SWEEP }, timeout_ms = INTERNAL_MS })
+end
+
+--- handle:fit(limits) -> true | nil, err: a pod's memory and CPU are its own from its making
+function Handle:fit(lim)
+    local ceil = self.spec.limits
+    if lim.memory and ceil.memory and lim.memory < ceil.memory then
+        return nil, format("the kubernetes backend cannot lower memory for one run (%d bytes asked): a pod's memory "
+            .. "limit is fixed when it is made (the policy's, %d bytes); use a policy with the lower limit",
+            lim.memory, ceil.memory), "EOPNOTSUPP"
+    end
+    if lim.cpus and lim.cpus ~= ceil.cpus then
+        return nil, format("the kubernetes backend cannot change the CPU quota for one run (cpus = %g asked): a pod's "
+            .. "is fixed when it is made (the policy's, %s)", lim.cpus, tostring(ceil.cpus)), "EOPNOTSUPP"
+    end
+    self.engine.nproc = lim.processes or ceil.processes
+    return true
+end
+
+function Handle:commit()
+    return nil, "the kubernetes backend cannot commit a pod's workspace as an image (use docker or podman)",
+        "EOPNOTSUPP"
+end
+
+function Handle:close()
+    if self.id then
+        local id = self.id
+        self.id = nil
+        self.engine.client:delete_pod(self.engine.ns, id)
+        self.engine.client:delete_network_policy(self.engine.ns, id)
+    end
+    return true
+end
+
+function Handle:closed() return self.id == nil end
+
+-- The cluster's connection for a policy's kubernetes section (the spec's .kubernetes).
+local function connect(k)
+    k = k or {}
+    local conn, err = kubeconfig.load({ context = k.context })
+    if not conn then return nil, err end
+    local pods = setmetatable({ conn = conn, client = api.new(conn), ns = k.namespace or conn.namespace }, Pods)
+    return pods, k
+end
+
+local function refuse(fmt, ...) return nil, format(fmt, ...), "EOPNOTSUPP" end
+
+--- open(spec) -> handle | nil, err: makes the pod, waits until it is ready (deleting it when it
+--- never will be), and checks that it runs what a run needs
+local function open(spec)
+    local pol = spec.policy
+    if not spec.image then
+        return nil, "the kubernetes backend runs images: name one (image = \"...\" in Lua, --image on the command line)"
+    end
+    if spec.attach or spec.keep then
+        return refuse("the kubernetes backend does not keep pods past their session, nor attach to one")
+    end
+    if spec.build then return refuse("the kubernetes backend does not build images: build and push it, then name it") end
+    if spec.volumes then return refuse("host mounts (runtime.volumes) are refused on kubernetes: they name a node's files") end
+    if spec.limits.cgroup == "forbid" then
+        return refuse("policy %q forbids cgroups (limits.cgroup), which a pod always has", pol.name)
+    end
+    local pods, k = connect(spec.kubernetes)
+    if not pods then return nil, k end
+    if k.isolation ~= "cluster" then
+        return nil, format("policy %q has not accepted the cluster's isolation: on kubernetes a pod's syscalls are "
+            .. "filtered by the container runtime's default seccomp profile, not by the policy's syscall rules, and "
+            .. "its network is cut by a deny-all NetworkPolicy only where the cluster's network plugin enforces "
+            .. "NetworkPolicies; if that is acceptable, set kubernetes = { isolation = \"cluster\" } in the policy",
+            pol.name), "EPERM"
+    end
+    local session = util.random_hex(6)
+    local name = "llmbox-" .. session
+    local p, err = kpod.build(spec, { name = name, namespace = pods.ns, image = spec.image, command = KEEPER,
+        session = session, labels = k.labels, annotations = k.annotations, manifest = k.pod_manifest })
+    if not p then return nil, err, "EINVAL" end
+    p.metadata.annotations[OWNER] = (engines.owner_label():gsub("/", "."))
+    local env = p.spec.containers[1].env or {}
+    for _, lib in ipairs(SCRIPT_ENV) do env[#env + 1] = { name = lib.name, value = lib.text } end
+    p.spec.containers[1].env = env
+    -- the pod's network is cut before the pod exists: a refusal (RBAC) leaves nothing running
+    local made
+    made, err = pods.client:create_network_policy(kpod.network_policy(name, pods.ns, session, k.labels))
+    if not made then
+        return nil, err .. " (the kubernetes backend cuts each pod's network with a NetworkPolicy: the credentials "
+            .. "need create and delete on networkpolicies in the namespace)"
+    end
+    made, err = pods.client:create_pod(p)
+    if not made then
+        pods.client:delete_network_policy(pods.ns, name)
+        return nil, err
+    end
+    local h = setmetatable({ engine = pods, kind = "kubernetes", spec = spec, id = name, drop = "user",
+        root_wrapper = false, keeper = 1, ceilings = { memory = spec.limits.memory, processes = spec.limits.processes,
+            cpus = spec.limits.cpus } }, Handle)
+    local ready
+    ready, err = pods.client:wait_ready(pods.ns, name, k.ready_timeout or 120)
+    if not ready then
+        h:close()
+        return nil, err
+    end
+    -- the workspace the runs write: the pod's emptyDir, which must be the pod user's
+    local res
+    res, err = pods:exec(name, { argv = { "/bin/sh", "-c", 'mkdir -p /tmp/llmbox && [ -w /sandbox ] && [ -w /tmp ]' },
+        timeout_ms = INTERNAL_MS })
+    if not res or res.exit_code ~= 0 then
+        h:close()
+        return nil, format("pod %s started, but its /sandbox and /tmp are not writable by its user: %s", name,
+            tostring(res and (res.stderr ~= "" and res.stderr or ("exit " .. tostring(res.exit_code))) or err))
+    end
+    return h
+end
+
+function _M.driver()
+    local D = { name = "kubernetes", layout = container.layout,
+        description = "pods through the Kubernetes API (images; needs a cluster and its kubeconfig)" }
+    D.capabilities = {
+        pool = true, persistent_workspace = true, network_policy = false, seccomp = false, images = true,
+        interactive = false, existing_sandbox = false, egress = false, commit = false, rootfs = false,
+    }
+
+    function D.usable()
+        local pods, err = connect(policy_mod.load(os.getenv("LLMBOX_POLICY") or "default").kubernetes)
+        if not pods then return false, err end
+        local v
+        v, err = pods.client:request("GET", "/version", nil, "asking the API server its version")
+        if not v then return false, err end
+        return true
+    end
+
+    --- D.maintain() -> true | nil, err: deletes llmbox's pods whose maker died: at once when it
+    --- was a process of this machine, else once older than the policy's gc_after
+    function D.maintain()
+        local pol = policy_mod.load(os.getenv("LLMBOX_POLICY") or "default")
+        local pods, k = connect(pol.kubernetes)
+        if not pods then return nil, k end
+        local list, err = pods.client:list_pods(pods.ns, { [kpod.LABEL_MANAGED] = "llmbox" })
+        if not list then return nil, err end
+        local boot, now = engines.boot_id(), os.time()
+        for _, p in ipairs(list.items or {}) do
+            local md = p.metadata or {}
+            local owner = (md.annotations or {})[OWNER] or ""
+            local b, pid, start = owner:match("^([^.]+)%.(%d+)%.(%d+)$")
+            local created = tonumber((md.labels or {})[kpod.LABEL_CREATED])
+            local dead = b == boot and not engines.alive(tonumber(pid), start)
+            local old = b ~= boot and created and now - created > (k.gc_after or 3600)
+            if dead or old then
+                pods.client:delete_pod(pods.ns, md.name)
+                pods.client:delete_network_policy(pods.ns, md.name)
+            end
+        end
+        return true
+    end
+
+    function D.open(spec) return open(spec) end
+    function D.open_start(spec) return task.new(open, spec) end
+    return D
+end
+
+return _M.driver()

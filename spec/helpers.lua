@@ -71,6 +71,14 @@ function _M.read(path)
 end
 
 -- Monotonic seconds (busted's os.clock is CPU time).
+--- helpers.capture(shell_command) -> what it wrote on stdout
+function _M.capture(cmd)
+    local p = io.popen(cmd)
+    local out = p:read("*a")
+    p:close()
+    return out
+end
+
 function _M.now()
     return require("llmbox.util").now_ms() / 1000
 end

@@ -3,6 +3,7 @@
 -- checked by an official client (python3-kubernetes), so what the client is tested against is
 -- what a real API server says.
 local api = require "llmbox.k8s.api"
+local kexec = require "llmbox.k8s.exec"
 local kubeconfig = require "llmbox.k8s.kubeconfig"
 local pod = require "llmbox.k8s.pod"
 local plan = require "llmbox.plan"
@@ -64,6 +65,83 @@ except client.exceptions.ApiException as e:
         local out = p:read("*a")
         p:close()
         assert.equal("created py-made Running\nlisted ['py-made']\nread True\nafter delete 404 Not Found\n", out)
+    end)
+
+    it("runs execs for the official Python client (v4.channel.k8s.io): output, errors, exit codes", function()
+        local script = helpers.tmpname(".py")
+        helpers.write(script, [[
+import sys
+from kubernetes import client, config
+from kubernetes.stream import stream
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+v1.create_namespaced_pod("sandboxes", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "py-exec"},
+                                       "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+print(repr(stream(v1.connect_get_namespaced_pod_exec, "py-exec", "sandboxes", command=["/bin/sh", "-c", "echo out; id -u"],
+                  stderr=True, stdin=False, stdout=True, tty=False)))
+r = stream(v1.connect_get_namespaced_pod_exec, "py-exec", "sandboxes", command=["/bin/sh", "-c", "echo err >&2; exit 7"],
+           stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+r.run_forever(timeout=20)
+print(r.returncode, repr(r.read_stderr()))
+v1.delete_namespaced_pod("py-exec", "sandboxes")
+]])
+        local p = io.popen(("/usr/bin/python3 %s %s 2>&1"):format(q(script), q(dir .. "/kubeconfig")))
+        local out = p:read("*a")
+        p:close()
+        -- (the pod's user is 1000, its sandbox's: the pod is a native jail)
+        assert.equal("'out\\n1000\\n'\n7 'err\\n'\n", out)
+    end)
+
+    it("runs execs for kubectl (websockets, v5.channel.k8s.io): stdin, stderr, exit codes", function()
+        local version = helpers.capture("kubectl version --client -o json 2>/dev/null") or ""
+        local minor = tonumber(version:match('"minor"%s*:%s*"(%d+)'))
+        if not minor or minor < 30 then
+            -- Debian 12's kubernetes-client is 1.20, whose exec speaks SPDY, which the stand-in
+            -- does not: its create, get and delete are checked below all the same
+            pending("kubectl " .. (minor and ("1." .. minor) or "is not installed") .. ": exec over websockets needs 1.30 or later")
+        end
+        local env = "KUBECONFIG=" .. q(dir .. "/kubeconfig") .. " "
+        local manifest = helpers.tmpname(".json")
+        helpers.write(manifest, '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"kc"},' ..
+            '"spec":{"containers":[{"name":"c","image":"busybox"}]}}')
+        -- (the stand-in serves no OpenAPI document for kubectl's validation)
+        assert.equal("pod/kc created\n", helpers.capture(env .. "kubectl create --validate=false -f " .. q(manifest) .. " 2>&1"))
+        assert.matches("^NAME", helpers.capture(env .. "kubectl get pods 2>&1"))
+        if minor and minor >= 30 then
+            local out = helpers.capture("echo abc | " .. env .. "kubectl exec -i kc -- /bin/sh -c 'cat; echo E >&2; exit 4' 2>&1; echo rc=$?")
+            assert.equal("abc\nE\ncommand terminated with exit code 4\nrc=4\n", out)
+        end
+        assert.equal('pod "kc" deleted\n', helpers.capture(env .. "kubectl delete pod kc 2>&1"))
+    end)
+
+    it("execs for llmbox (llmbox.k8s.exec): stdin, environment, directory, exit codes, refusals", function()
+        assert(client:create_pod(new_pod("llmbox-x1")))
+        local cmd = { namespace = conn.namespace, pod = "llmbox-x1", container = pod.CONTAINER,
+            argv = { "/bin/sh", "-c", 'cat; echo "$FOO" "$(pwd)"; echo e >&2; exit 5' }, stdin = "in\n",
+            env = { "FOO=bar" }, cwd = "/tmp" }
+        local r = assert(kexec.run(conn, cmd))
+        assert.same({ exit_code = 5, stdout = "in\nbar /tmp\n", stderr = "e\n" }, r)
+        -- a wall clock stops reading; who ran the command is told (the API cannot stop an exec)
+        local why
+        r = assert(kexec.run(conn, { namespace = conn.namespace, pod = "llmbox-x1", container = pod.CONTAINER,
+            argv = { "/bin/sleep", "30" }, timeout_ms = 300, on_stop = function(w) why = w end }))
+        assert.equal("timeout", r.stopped)
+        assert.equal("timeout", why)
+        -- the refusals carry the API server's reason, asked again over plain HTTP
+        local explain = function(st, path) return select(2, client:request("GET", path, nil, "exec")) end
+        local _, err, code = kexec.run(conn, { namespace = conn.namespace, pod = "nope", container = "c",
+            argv = { "true" } }, nil, explain)
+        assert.equal(404, code)
+        assert.matches('pods "nope" not found', err, 1, true)
+        local reader = assert(kubeconfig.load({ kubeconfig = dir .. "/kubeconfig", context = "reader" }))
+        _, err, code = kexec.run(reader, { namespace = conn.namespace, pod = "llmbox-x1", container = "c",
+            argv = { "true" } }, nil, explain)
+        assert.equal(403, code)
+        -- a server the CA did not sign is never trusted, for execs either
+        _, err = kexec.run({ server = conn.server, token = conn.token }, { namespace = conn.namespace,
+            pod = "llmbox-x1", container = "c", argv = { "true" } })
+        assert.matches("did not take the exec", err, 1, true)
+        assert(client:delete_pod(conn.namespace, "llmbox-x1"))
     end)
 
     it("creates llmbox's hardened pod, waits until it is ready, lists and deletes it", function()

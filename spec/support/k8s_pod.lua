@@ -24,6 +24,17 @@ local policy = assert(session.load_policy("default"))
 policy.limits.timeout = 24 * 3600
 policy.limits.output = 1024 * 1024 * 1024
 if memory > 0 then policy.limits.memory = memory end
+-- the image every pod runs: the host's /usr, with every language's files (as the languages
+-- image the specs build for the engines holds them all)
+for _, recipe in ipairs(llmbox.langs()) do
+    for _, m in ipairs(recipe.mounts or {}) do
+        policy.filesystem.ro[#policy.filesystem.ro + 1] = { src = m, dst = m, optional = true }
+    end
+end
+-- the sizes of the pod's emptyDir volumes (argv[4], argv[5]: bytes, 0: the policy's)
+local workspace, tmp = tonumber(arg[4]) or 0, tonumber(arg[5]) or 0
+if workspace > 0 then policy.limits.workspace = workspace end
+if tmp > 0 then policy.limits.tmp = tmp end
 
 local s, err = llmbox.session{ backend = "native", policy = policy }
 local function say(t)

@@ -18,7 +18,8 @@ its data; the exit status as a Status on channel 3); networking.k8s.io/v1 networ
 namespace (create, get, list, delete: records only, the pods here have no network to cut).
 
 A pod is a session of llmbox's native backend (spec/support/k8s_pod.lua: the host's /usr stands
-in for the image), with the pod's memory limit; it is Running and Ready once its sandbox is.
+in for the image), with the pod's memory limit, its container's environment and the sizes of
+its emptyDir volumes at /sandbox and /tmp; it is Running and Ready once its sandbox is.
 Execs run in it one at a time, with the whole stdin first: v5's close of stdin ends it, and an
 exec with stdin over v4 (which cannot say where stdin ends) is refused. Not here yet: watch,
 attach.
@@ -58,11 +59,12 @@ def quantity(text):
 class Agent:
     """A pod's sandbox: k8s_pod.lua's process and the lock its execs take turns on."""
 
-    def __init__(self, memory, pod_env):
+    def __init__(self, memory, pod_env, sizes):
         self.cancel = os.path.join(OUT, "cancel-" + uuid.uuid4().hex)
         env = dict(os.environ, LUA_PATH="%s/lua/?.lua;%s/lua/?/init.lua;;" % (ROOT, ROOT),
                    LUA_CPATH="%s/build/lib/?.so;;" % ROOT)
-        self.proc = subprocess.Popen(["luajit", os.path.join(HERE, "k8s_pod.lua"), str(memory), self.cancel, json.dumps(pod_env)], env=env,
+        self.proc = subprocess.Popen(["luajit", os.path.join(HERE, "k8s_pod.lua"), str(memory), self.cancel, json.dumps(pod_env),
+                                      str(sizes.get("/sandbox", 0)), str(sizes.get("/tmp", 0))], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.lock = threading.Lock()
         first = json.loads(self.proc.stdout.readline() or b'{"error": "the pod agent ended"}')
@@ -229,7 +231,14 @@ def handle(method, path, query, body, role):
                               {"name": pname, "kind": "pods"})
             pod.setdefault("metadata", {})["namespace"] = ns
             limits = (containers[0].get("resources") or {}).get("limits") or {}
-            agent = Agent(quantity(str(limits.get("memory", "0"))), containers[0].get("env") or [])
+            # the sizes of the emptyDir volumes at /sandbox and /tmp are the sandbox's
+            volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
+            sizes = {}
+            for m in containers[0].get("volumeMounts") or []:
+                empty = (volumes.get(m.get("name")) or {}).get("emptyDir")
+                if empty and empty.get("sizeLimit"):
+                    sizes[m.get("mountPath")] = quantity(str(empty["sizeLimit"]))
+            agent = Agent(quantity(str(limits.get("memory", "0"))), containers[0].get("env") or [], sizes)
             if agent.error:
                 agent.stop()
                 return status(500, "InternalError", "the stand-in could not make the pod's sandbox: " + agent.error)

@@ -60,10 +60,17 @@ end
 -- can change what a later exec runs), and every exec is this starter: it builds the command's
 -- script from the variable named in $1 (none: "-") between $2 and $3, and runs it with the
 -- rest as its arguments, in a clean environment when $4 is "clean" (the run's own variables
--- are exported by $2: a run sees those, as on native, and no more).
+-- are exported by $2: a run sees those, as on native, and no more). A command too long for the
+-- URL otherwise ($1 "+") comes first on stdin: its length in 12 digits, then its text.
 local STARTER = [[
 v=$1 pre=$2 post=$3 how=$4; shift 4
-s=; [ "$v" = - ] || eval "s=\${$v}"
+s=
+case $v in
+-) ;;
++) # (one byte at a time: nothing of the stdin behind it is taken)
+   n=$(dd bs=1 count=12 2>/dev/null); s=$(dd bs=1 count="$n" 2>/dev/null; echo .); s=${s%.} ;;
+*) eval "s=\${$v}" ;;
+esac
 [ "$how" = clean ] && exec env -i /bin/sh -c "$pre$s$post" "$@"
 exec /bin/sh -c "$pre$s$post" "$@"
 ]]
@@ -78,12 +85,18 @@ end
 
 local function sh_quote(v) return "'" .. v:gsub("'", "'\\''") .. "'" end
 
--- The starter's argv for an exec's { argv, env, cwd } (and RLIMIT_NPROC).
-local function starter_argv(cmd, nproc)
+-- The starter's argv for an exec's { argv, env, cwd } (and RLIMIT_NPROC) in pod ns/pod, and
+-- what goes first on its stdin when the URL has no room for the command.
+local function starter_argv(cmd, nproc, ns, pod, prefix_path)
     local argv = cmd.argv
     local pre = {}
     -- (bash and busybox say -u, dash -p)
-    if nproc then pre[#pre + 1] = format("{ ulimit -u %d || ulimit -p %d; } 2>/dev/null || exit 125\n", nproc, nproc) end
+    -- (no higher than the hard limit the pod already has: a lower bound is kept as it is)
+    if nproc then
+        pre[#pre + 1] = format('n=%d; h=$( (ulimit -H -u || ulimit -H -p) 2>/dev/null); '
+            .. '[ "$h" = unlimited ] || [ "$h" -ge "$n" ] || n=$h; { ulimit -u "$n" || ulimit -p "$n"; } 2>/dev/null || '
+            .. '{ echo "llmbox: the processes limit ($n) cannot be set" >&2; exit 125; }\n', nproc)
+    end
     if cmd.cwd then pre[#pre + 1] = "cd -- " .. sh_quote(cmd.cwd) .. " || exit 126\n" end
     for _, kv in ipairs(cmd.env or {}) do
         local k, v = kv:match("^([%a_][%w_]*)=(.*)$")
@@ -106,10 +119,21 @@ local function starter_argv(cmd, nproc)
         post = 'exec "$@"'
         rest = { "llmbox-exec", unpack(argv) }
     end
-    local out = { "/bin/sh", "-c", STARTER, "llmbox-start", var, table.concat(pre), post,
-        cmd.env and "clean" or "keep" }
+    local prefix = table.concat(pre)
+    -- what the URL has room for: libwebsockets writes the request line in 2048 bytes
+    local out = { "/bin/sh", "-c", STARTER, "llmbox-start", var, prefix, post, cmd.env and "clean" or "keep" }
     for _, a in ipairs(rest) do out[#out + 1] = a end
-    return out
+    if #kexec.path(ns, pod, kpod.CONTAINER, out, true) + #prefix_path <= 1950 then return out end
+    -- too long: the whole script, its arguments set by its first line, comes on stdin
+    local lib = ""
+    for _, l in ipairs(SCRIPT_ENV) do
+        if l.name == var then lib = l.text end
+    end
+    local args = {}
+    for i = 2, #rest do args[#args + 1] = sh_quote(rest[i]) end
+    local script = "set -- " .. table.concat(args, " ") .. "\n" .. prefix .. lib .. post
+    return { "/bin/sh", "-c", STARTER, "llmbox-start", "+", "", "", cmd.env and "clean" or "keep", rest[1] },
+        format("%012d", #script) .. script
 end
 _M.starter_argv = starter_argv
 
@@ -119,10 +143,21 @@ function Pods:exec_start(id, cmd)
         return nil, format("the kubernetes backend runs everything as the pod's user (%s), never as %s",
             container.USER, tostring(cmd.user)), "EPERM"
     end
-    local argv, err = starter_argv(cmd, self.nproc)
-    if not argv then return nil, err, "EINVAL" end
-    return kexec.start(self.conn, { namespace = self.ns, pod = id, container = kpod.CONTAINER, argv = argv,
-        stdin = cmd.stdin }, function(st, path) return self:explain(st, path) end)
+    local argv, script = starter_argv(cmd, self.nproc, self.ns, id, self.conn.server:match("^https?://[^/]*(.*)$") or "")
+    if not argv then return nil, script, "EINVAL" end
+    local x, err, code = kexec.start(self.conn, { namespace = self.ns, pod = id, container = kpod.CONTAINER,
+        argv = argv, stdin = script and (script .. (cmd.stdin or "")) or cmd.stdin },
+        function(st, path) return self:explain(st, path) end)
+    -- (a command with no stdin of its own reads none)
+    if x and script and cmd.stdin == nil then
+        local ok
+        ok, err, code = x:close_stdin()
+        if not ok then
+            x:abandon()
+            return nil, err, code
+        end
+    end
+    return x, err, code
 end
 
 --- pods:exec(pod, cmd, on_output) -> { exit_code, stdout, stderr, stopped } | nil, err
@@ -212,11 +247,13 @@ local function open(spec)
     end
     local pods, k = connect(spec.kubernetes)
     if not pods then return nil, k end
-    if k.isolation ~= "cluster" then
+    -- (or the operator's, for every policy: LLMBOX_KUBERNETES_ISOLATION=cluster)
+    if k.isolation ~= "cluster" and os.getenv("LLMBOX_KUBERNETES_ISOLATION") ~= "cluster" then
         return nil, format("policy %q has not accepted the cluster's isolation: on kubernetes a pod's syscalls are "
             .. "filtered by the container runtime's default seccomp profile, not by the policy's syscall rules, and "
             .. "its network is cut by a deny-all NetworkPolicy only where the cluster's network plugin enforces "
-            .. "NetworkPolicies; if that is acceptable, set kubernetes = { isolation = \"cluster\" } in the policy",
+            .. "NetworkPolicies; if that is acceptable, set kubernetes = { isolation = \"cluster\" } in the policy (or "
+            .. "LLMBOX_KUBERNETES_ISOLATION=cluster in the environment, for every policy)",
             pol.name), "EPERM"
     end
     local session = util.random_hex(6)

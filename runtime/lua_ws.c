@@ -73,8 +73,9 @@ static int l_open(lua_State *L)
 	if (!o.host || !o.path || o.port <= 0 || o.port > 65535)
 		return luaL_error(L, "ws_core.open: host, path and port (1-65535) are required");
 	if ((o.cert_pem == NULL) != (o.key_pem == NULL))
-		return luaL_error(L, "ws_core.open: a client certificate needs its key, and a key its "
-				     "certificate");
+		return luaL_error(L,
+				  "ws_core.open: a client certificate needs its key, and a key its "
+				  "certificate");
 	lws_ud *u = lua_newuserdata(L, sizeof *u);
 	u->w = NULL;
 	luaL_getmetatable(L, WS_MT);
@@ -178,11 +179,17 @@ static int l_discard(lua_State *L)
 
 int luaopen_llmbox_ws_core(lua_State *L)
 {
-	static const luaL_Reg methods[] = {
-		{"fds", l_fds},		  {"step", l_step},	  {"send", l_send},
-		{"take", l_take},	  {"pending", l_pending}, {"protocol", l_protocol},
-		{"error", l_error},	  {"close", l_close},	  {"close_code", l_close_code},
-		{"discard", l_discard}, {NULL, NULL}};
+	static const luaL_Reg methods[] = {{"fds", l_fds},
+					   {"step", l_step},
+					   {"send", l_send},
+					   {"take", l_take},
+					   {"pending", l_pending},
+					   {"protocol", l_protocol},
+					   {"error", l_error},
+					   {"close", l_close},
+					   {"close_code", l_close_code},
+					   {"discard", l_discard},
+					   {NULL, NULL}};
 	lb_lua_class(L, WS_MT, methods, l_discard);
 	lua_newtable(L);
 	lua_pushcfunction(L, l_open);

@@ -261,8 +261,9 @@ lb_ws *lb_ws_open(const lb_ws_options *o, lb_error *err)
 	}
 	w->ctx = lws_create_context(&info);
 	if (!w->ctx) {
-		lb_fail(err, EPROTO, "websocket: the TLS settings were refused (the CA, or the client "
-				    "certificate and key, are not valid PEM)");
+		lb_fail(err, EPROTO,
+			"websocket: the TLS settings were refused (the CA, or the client "
+			"certificate and key, are not valid PEM)");
 		lb_ws_free(w);
 		return NULL;
 	}
@@ -381,12 +382,30 @@ void lb_ws_close(lb_ws *w)
 	}
 }
 
-enum lb_ws_state lb_ws_state_of(const lb_ws *w) { return w->state; }
-const char *lb_ws_error(const lb_ws *w) { return w->err; }
-const char *lb_ws_protocol(const lb_ws *w) { return w->protocol; }
-int lb_ws_status(const lb_ws *w) { return w->status; }
-int lb_ws_close_code(const lb_ws *w) { return w->close_code; }
-bool lb_ws_pending(const lb_ws *w) { return w->out != NULL; }
+enum lb_ws_state lb_ws_state_of(const lb_ws *w)
+{
+	return w->state;
+}
+const char *lb_ws_error(const lb_ws *w)
+{
+	return w->err;
+}
+const char *lb_ws_protocol(const lb_ws *w)
+{
+	return w->protocol;
+}
+int lb_ws_status(const lb_ws *w)
+{
+	return w->status;
+}
+int lb_ws_close_code(const lb_ws *w)
+{
+	return w->close_code;
+}
+bool lb_ws_pending(const lb_ws *w)
+{
+	return w->out != NULL;
+}
 
 void lb_ws_free(lb_ws *w)
 {

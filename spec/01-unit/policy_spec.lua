@@ -49,7 +49,7 @@ describe("shipped policies", function()
         local keys = {}
         for k in pairs(default) do keys[#keys + 1] = k end
         table.sort(keys)
-        assert.same({ "checks", "description", "env", "filesystem", "libraries", "limits", "name",
+        assert.same({ "checks", "description", "env", "filesystem", "kubernetes", "libraries", "limits", "name",
             "network", "path", "syscalls" }, keys)
         assert.equal("default", default.name)
         assert.matches("/policies/default%.lua$", default.path)
@@ -274,7 +274,7 @@ describe("policy search path", function()
         assert.matches('^no policy named "stritc" %(did you mean "strict"%?%); searched ', err)
         assert.matches(dir1, err, 1, true)
         assert.matches("/policies", err, 1, true)
-        assert.matches("available: default, mine, permissive, strict", err, 1, true)
+        assert.matches("available: default, kubernetes, mine, permissive, strict", err, 1, true)
     end)
 
     it("a missing path is reported as such", function()
@@ -309,7 +309,7 @@ describe("broken policy files", function()
             .. "limits: cgroup, cpu, cpus, file_size, memory, open_files, output, processes, timeout, tmp, workspace", err)
         err = load_text("top", "return { limit = {} }")
         assert.matches('limit: unknown key (did you mean "limits"?); allowed keys: checks, description, '
-            .. "env, extends, filesystem, libraries, limits, network, syscalls", err, 1, true)
+            .. "env, extends, filesystem, kubernetes, libraries, limits, network, syscalls", err, 1, true)
     end)
 
     it("wrong type", function()

@@ -194,12 +194,13 @@ describe("llmbox CLI #unpriv", function()
             if not by[name].usable then assert.matches("sock", by[name].why) end
             assert.matches("images", table.concat(by[name].capabilities, ","), 1, true)
         end
-        for _, name in ipairs({ "kubernetes" }) do
-            assert.equal("planned", by[name].status, name)
-            assert.is_false(by[name].usable, name)
-            assert.matches("^not built yet in this version of llmbox", by[name].why)
-            assert.same({}, by[name].capabilities)
-        end
+        -- kubernetes is built: usable where a kubeconfig reaches a cluster, else why not
+        assert.equal("available", by.kubernetes.status)
+        if not by.kubernetes.usable then assert.matches("Kubernetes", by.kubernetes.why) end
+        assert.matches("images", table.concat(by.kubernetes.capabilities, ","), 1, true)
+        -- the seed's Windows backends: listed, with why they cannot be had here
+        assert.is_false(by.wsl2.usable)
+        assert.same({}, by.wsl2.capabilities)
         assert.matches('"capabilities":[]', out, 1, true) -- empty lists stay JSON arrays
         assert.same({ "bwrap" }, by.bubblewrap.aliases)
         st, out = cli({ "backends" })
@@ -207,7 +208,7 @@ describe("llmbox CLI #unpriv", function()
         assert.matches("native%s+usable", out)
         assert.matches("layout: workspace /sandbox, code /tmp/llmbox", out, 1, true)
         assert.matches("bubblewrap %(bwrap%)%s+usable", out)
-        assert.matches("kubernetes %(k8s%)%s+planned", out)
+        assert.matches("kubernetes %(k8s%)%s+%a+%s+pods through the Kubernetes API", out)
         local err
         st, _, err = cli({ "backends", "--yaml" })
         assert.equal(125, st)
@@ -225,12 +226,13 @@ describe("llmbox CLI #unpriv", function()
     end)
 
     it("names what is built when asked for a backend that is not", function()
-        local st, _, err = cli({ "run", "-b", "k8s", "-c", "print(1)" })
+        local st, _, err = cli({ "run", "-b", "wsl", "-c", "print(1)" })
         assert.equal(125, st)
-        assert.matches('backend "kubernetes" is not built yet in this version of llmbox (available: bubblewrap, docker, native, nsjail, podman)', err, 1, true)
+        assert.matches('backend "wsl2" is not available on Linux', err, 1, true)
+        assert.matches('(available: bubblewrap, docker, kubernetes, native, nsjail, podman)', err, 1, true)
         st, _, err = cli({ "run", "-b", "vmware", "-c", "print(1)" })
         assert.equal(125, st)
-        assert.matches('unknown backend "vmware" (available: bubblewrap, docker, native, nsjail, podman)', err, 1, true)
+        assert.matches('unknown backend "vmware" (available: bubblewrap, docker, kubernetes, native, nsjail, podman)', err, 1, true)
     end)
 
     it("lists policies", function()

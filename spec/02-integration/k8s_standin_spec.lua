@@ -128,7 +128,7 @@ v1.delete_namespaced_pod("py-exec", "sandboxes")
         assert.equal("timeout", r.stopped)
         assert.equal("timeout", why)
         -- the refusals carry the API server's reason, asked again over plain HTTP
-        local explain = function(st, path) return select(2, client:request("GET", path, nil, "exec")) end
+        local explain = function(_, path) return select(2, client:request("GET", path, nil, "exec")) end
         local _, err, code = kexec.run(conn, { namespace = conn.namespace, pod = "nope", container = "c",
             argv = { "true" } }, nil, explain)
         assert.equal(404, code)
@@ -137,6 +137,7 @@ v1.delete_namespaced_pod("py-exec", "sandboxes")
         _, err, code = kexec.run(reader, { namespace = conn.namespace, pod = "llmbox-x1", container = "c",
             argv = { "true" } }, nil, explain)
         assert.equal(403, code)
+        assert.matches('cannot create resource "pods/exec"', err, 1, true)
         -- a server the CA did not sign is never trusted, for execs either
         _, err = kexec.run({ server = conn.server, token = conn.token }, { namespace = conn.namespace,
             pod = "llmbox-x1", container = "c", argv = { "true" } })

@@ -12,7 +12,7 @@ end
 describe("mcp configuration #unpriv", function()
     it("refuses settings it cannot honour, at startup, saying what to do", function()
         local cases = {
-            { "BACKEND=kubernetes", 'backend "kubernetes" is not built yet' },
+            { "BACKEND=wsl2", 'backend "wsl2" is not available on Linux' },
             { "BACKEND=vmware", 'unknown backend "vmware"' },
             { "SANDBOX_NETWORK_MODE=bridge", "only offers \"none\"" },
             { "SANDBOX_NETWORK_MODE=host", "SANDBOX_NETWORK_MODE=host is refused" },
@@ -38,8 +38,8 @@ describe("mcp configuration #unpriv", function()
             assert.matches("refusing to start", err)
         end
         -- every problem at once, not one per attempt
-        local _, _, err = start("BACKEND=kubernetes SANDBOX_PRIVILEGED=1")
-        assert.matches('backend "kubernetes"', err, 1, true)
+        local _, _, err = start("BACKEND=wsl2 SANDBOX_PRIVILEGED=1")
+        assert.matches('backend "wsl2"', err, 1, true)
         assert.matches("SANDBOX_PRIVILEGED", err)
     end)
 
@@ -78,11 +78,11 @@ describe("mcp configuration #unpriv", function()
         assert.matches("LLMBOX_POLICY=/path/to/", err, 1, true)
     end)
 
-    it("says what to set instead of a backend that is not built", function()
-        for _, name in ipairs({ "kubernetes" }) do
+    it("says what to set instead of a backend that cannot run here", function()
+        for _, name in ipairs({ "wsl2", "windows-mxc" }) do
             local status, _, err = start("BACKEND=" .. name)
             assert.equal(125, status)
-            assert.matches(("backend %q is not built yet in this version"):format(name), err, 1, true)
+            assert.matches(("backend %q is not available on Linux"):format(name), err, 1, true)
             assert.matches("BACKEND=native", err, 1, true)
             assert.matches("needs no daemon", err, 1, true)
         end

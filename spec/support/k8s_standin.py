@@ -92,7 +92,9 @@ class Agent:
                 else:
                     return None, msg.get("error")
 
-    def stop(self):
+    def stop(self, at_once=False):
+        if at_once:  # the pod is deleted: its processes go, as a container's do
+            self.proc.kill()
         self.proc.stdin.close()
         try:
             self.proc.wait(10)
@@ -195,7 +197,14 @@ def handle(method, path, query, body, role):
              "verbs": ["create", "delete", "get", "list"], "shortNames": ["po"]},
             {"name": "pods/exec", "singularName": "", "namespaced": True, "kind": "PodExecOptions",
              "verbs": ["create", "get"]}]}
-    if len(parts) == 7 and parts[6] == "exec":
+    if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods" and parts[6] == "exec":
+        # as the API server: who may, and which pod, before the missing upgrade
+        if role != "admin":
+            return status(403, "Forbidden", 'pods "%s" is forbidden: User "reader" cannot create resource "pods/exec" '
+                          'in API group "" in the namespace "%s"' % (parts[5], parts[3]))
+        with lock:
+            if (parts[3], parts[5]) not in pods:
+                return status(404, "NotFound", 'pods "%s" not found' % parts[5], {"name": parts[5], "kind": "pods"})
         return status(400, "BadRequest", "Upgrade request required")
     if parts[:4] == ["apis", "networking.k8s.io", "v1", "namespaces"] and len(parts) in (6, 7) \
             and parts[5] == "networkpolicies":
@@ -252,7 +261,7 @@ def handle(method, path, query, body, role):
             del pods[(ns, name)]
             agent = agents.pop((ns, name), None)
             if agent:
-                threading.Thread(target=agent.stop, daemon=True).start()
+                threading.Thread(target=agent.stop, args=(True,), daemon=True).start()
         return 200, pod
 
 

@@ -26,6 +26,7 @@ local kubeconfig = require "llmbox.k8s.kubeconfig"
 local api = require "llmbox.k8s.api"
 local kpod = require "llmbox.k8s.pod"
 local kexec = require "llmbox.k8s.exec"
+local status = require "llmbox.k8s.status"
 local task = require "llmbox.task"
 local util = require "llmbox.util"
 local policy_mod = require "llmbox.policy"
@@ -200,6 +201,30 @@ function Handle:fit(lim)
     end
     self.engine.nproc = lim.processes or ceil.processes
     return true
+end
+
+-- Why a run's exec ended badly, when the pod is the cause: deleted, evicted, or its container
+-- gone (nil when the pod is as it was).
+function Handle:pod_gone()
+    local p, _, code = self.engine.client:get_pod(self.engine.ns, self.id)
+    if not p and code == 404 then return format("pod %s was deleted during the run", self.id) end
+    if not p then return nil end
+    if p.metadata and p.metadata.deletionTimestamp then
+        return format("pod %s was deleted during the run", self.id)
+    end
+    local state, why = status.pod_state(p)
+    if state == "failed" then return format("pod %s failed during the run: %s", self.id, tostring(why)) end
+end
+
+--- handle:run(spec) -> result | nil, err: as the engines' run; a run the pod's end broke off
+--- says so (a killed program's 137 too, when its pod is gone)
+function Handle:run(spec)
+    local res, err, code = engines.Handle.run(self, spec)
+    if self.id and (not res or (res.exit_code == 137 and not res.limit)) then
+        local gone = self:pod_gone()
+        if gone then return nil, gone .. (err and (" (" .. tostring(err) .. ")") or ""), "EPIPE" end
+    end
+    return res, err, code
 end
 
 function Handle:commit()

@@ -1,0 +1,175 @@
+-- The kubernetes backend (issue 17) against the stand-in (spec/support/k8s_standin.py, whose
+-- pods are native sessions): sessions are pods made as the policy says, runs and copies go
+-- through exec websockets, what a pod cannot do is refused, and pods are cleaned up.
+local llmbox = require "llmbox"
+local api = require "llmbox.k8s.api"
+local kubeconfig = require "llmbox.k8s.kubeconfig"
+local kpod = require "llmbox.k8s.pod"
+local helpers = require "spec.helpers"
+local uv = require "luv"
+local ffi = require "ffi"
+
+pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
+pcall(ffi.cdef, "int unsetenv(const char *name);")
+
+local q = helpers.shell_quote
+
+describe("the kubernetes backend, on the stand-in", function()
+    local dir, pid, conn, client, old_kubeconfig, old_isolation
+    setup(function()
+        dir = helpers.tmpdir()
+        local pidfile = dir .. "/pid"
+        assert(os.execute(("setsid /usr/bin/python3 %s %s >%s 2>&1 & echo $! > %s"):format(
+            q(helpers.root .. "/spec/support/k8s_standin.py"), q(dir), q(dir .. "/log"), q(pidfile))))
+        for _ = 1, 400 do
+            if uv.fs_stat(dir .. "/kubeconfig") then break end
+            uv.sleep(25)
+        end
+        assert(uv.fs_stat(dir .. "/kubeconfig"), "the stand-in did not start: " .. tostring(helpers.read(dir .. "/log")))
+        pid = tonumber(helpers.read(pidfile))
+        old_kubeconfig, old_isolation = os.getenv("KUBECONFIG"), os.getenv("LLMBOX_KUBERNETES_ISOLATION")
+        ffi.C.setenv("KUBECONFIG", dir .. "/kubeconfig", 1)
+        ffi.C.unsetenv("LLMBOX_KUBERNETES_ISOLATION")
+        conn = assert(kubeconfig.load({ kubeconfig = dir .. "/kubeconfig" }))
+        client = api.new(conn)
+    end)
+    teardown(function()
+        if pid then os.execute("kill " .. pid) end
+        if old_kubeconfig then ffi.C.setenv("KUBECONFIG", old_kubeconfig, 1) else ffi.C.unsetenv("KUBECONFIG") end
+        if old_isolation then ffi.C.setenv("LLMBOX_KUBERNETES_ISOLATION", old_isolation, 1) end
+    end)
+
+    local function pods()
+        return assert(client:list_pods(conn.namespace, { [kpod.LABEL_MANAGED] = "llmbox" })).items
+    end
+
+    local function netpols()
+        return assert(client:request("GET", "/apis/networking.k8s.io/v1/namespaces/" .. conn.namespace
+            .. "/networkpolicies", nil, "listing")).items
+    end
+
+    it("refuses a policy that has not accepted the cluster's isolation, saying what that is", function()
+        local s, err = llmbox.session({ backend = "kubernetes", policy = "default", image = "debian:12" })
+        assert.is_nil(s)
+        assert.matches('policy "default" has not accepted the cluster\'s isolation', err, 1, true)
+        assert.matches("runtime's default seccomp profile", err, 1, true)
+        assert.matches('kubernetes = { isolation = "cluster" }', err, 1, true)
+        assert.same({}, pods())
+    end)
+
+    it("runs code in a hardened pod with a deny-all NetworkPolicy, and removes both at close", function()
+        local s = assert(llmbox.session({ backend = "kubernetes", policy = "kubernetes", image = "debian:12",
+            lang = "python" }))
+        finally(function() s:close() end)
+        local list = pods()
+        assert.equal(1, #list)
+        local p = list[1]
+        assert.equal(s.handle.id, p.metadata.name)
+        assert.is_true(p.spec.securityContext.runAsNonRoot)
+        assert.is_false(p.spec.automountServiceAccountToken)
+        assert.same({ "ALL" }, p.spec.containers[1].securityContext.capabilities.drop)
+        assert.is_true(p.spec.containers[1].securityContext.readOnlyRootFilesystem)
+        assert.equal("512Mi", p.spec.containers[1].resources.limits.memory)
+        local np = netpols()
+        assert.equal(1, #np)
+        assert.same({ "Ingress", "Egress" }, np[1].spec.policyTypes)
+        assert.same({ [kpod.LABEL_SESSION] = p.metadata.labels[kpod.LABEL_SESSION] }, np[1].spec.podSelector.matchLabels)
+
+        local r = assert(s:run("import os, sys\nprint(sorted(k for k in os.environ if k.startswith(('LLMBOX_SH', "
+            .. "'KUBERNETES'))))\nprint('err', file=sys.stderr)\nsys.exit(3)"))
+        -- the run sees its own environment: not the pod's (llmbox's scripts, the service variables)
+        assert.equal("[]\n", r.stdout)
+        assert.equal("err\n", r.stderr)
+        assert.equal(3, r.exit_code)
+        -- a command longer than the exec request's URL can hold
+        r = assert(s:exec({ "/bin/sh", "-c", "echo " .. string.rep("y", 5000) .. " | wc -c" }))
+        assert.equal("5001\n", r.stdout)
+        s:close()
+        assert.same({}, pods())
+        assert.same({}, netpols())
+    end)
+
+    it("copies files in and out, and stops a run at its wall clock, leaving the pod usable", function()
+        local s = assert(llmbox.session({ backend = "kubernetes", policy = "kubernetes", image = "debian:12",
+            lang = "python" }))
+        finally(function() s:close() end)
+        local src = helpers.tmpname(".txt")
+        helpers.write(src, "hello pod\n")
+        assert(s:copy_to(src, "/sandbox/in.txt"))
+        local r = assert(s:run("print(open('/sandbox/in.txt').read().upper(), end='')\n"
+            .. "open('/sandbox/out.txt', 'w').write('from the pod')"))
+        assert.equal("HELLO POD\n", r.stdout)
+        local dst = helpers.tmpname(".txt")
+        assert(s:copy_from("/sandbox/out.txt", dst))
+        assert.equal("from the pod", helpers.read(dst))
+        local t0 = helpers.now()
+        r = assert(s:run("while True: pass", { timeout = 1 }))
+        assert.is_true(r.timed_out)
+        assert.equal(137, r.exit_code)
+        assert.is_true(helpers.now() - t0 < 10)
+        r = assert(s:run("print('still here')"))
+        assert.equal("still here\n", r.stdout)
+        s:close()
+    end)
+
+    it("refuses what a pod cannot do for one run, naming it", function()
+        local s = assert(llmbox.session({ backend = "kubernetes", policy = "kubernetes", image = "debian:12",
+            lang = "python" }))
+        finally(function() s:close() end)
+        local r, err = s:run("print(1)", { memory = 64 * 1024 * 1024 })
+        assert.is_nil(r)
+        assert.matches("cannot lower memory for one run", err, 1, true)
+        assert.matches("a pod's memory limit is fixed when it is made", err, 1, true)
+        local _, cerr = s:commit("example.com/x:1")
+        assert.matches("cannot commit", cerr, 1, true)
+        s:close()
+    end)
+
+    it("fails clearly when the credentials may not make the pod's NetworkPolicy (RBAC), leaving nothing", function()
+        local pol = helpers.tmpname(".lua")
+        helpers.write(pol, 'return { extends = "kubernetes", kubernetes = { context = "reader" } }')
+        local s, err = llmbox.session({ backend = "kubernetes", policy = pol, image = "debian:12" })
+        assert.is_nil(s)
+        assert.matches("refused by the cluster's RBAC (403 Forbidden)", err, 1, true)
+        assert.matches("need create and delete on networkpolicies", err, 1, true)
+        assert.same({}, pods())
+    end)
+
+    it("reports a pod deleted under a run as the cause of the run's failure", function()
+        local s = assert(llmbox.session({ backend = "kubernetes", policy = "kubernetes", image = "debian:12",
+            lang = "python" }))
+        finally(function() s:close() end)
+        local name = s.handle.id
+        local deleter = uv.new_thread(function(server, ns, pod_name)
+            require("luv").sleep(800)
+            os.execute(("curl -sk -X DELETE -H 'Authorization: Bearer admin-token' %s/api/v1/namespaces/%s/pods/%s "
+                .. ">/dev/null"):format(server, ns, pod_name))
+        end, conn.server, conn.namespace, name)
+        local r, err = s:run("import time\ntime.sleep(20)")
+        deleter:join()
+        assert.is_nil(r)
+        assert.matches("pod " .. name .. " was deleted during the run", err, 1, true)
+        s:close()
+    end)
+
+    it("maintenance deletes the pods of a dead llmbox process of this machine, and no live one's", function()
+        local s = assert(llmbox.session({ backend = "kubernetes", policy = "kubernetes", image = "debian:12" }))
+        -- a pod as a process that has died would have left it: this boot, a pid that is gone
+        local p = assert(client:get_pod(conn.namespace, s.handle.id))
+        local boot = helpers.read("/proc/sys/kernel/random/boot_id"):gsub("%s", "")
+        local dead = { apiVersion = "v1", kind = "Pod", metadata = { name = "llmbox-dead1", namespace = conn.namespace,
+            labels = p.metadata.labels, annotations = { ["llmbox.dev/owner"] = boot .. ".999999999.1" } },
+            spec = p.spec }
+        assert(client:create_pod(dead))
+        local driver = require("llmbox.backends").get("kubernetes")
+        local old_policy = os.getenv("LLMBOX_POLICY")
+        ffi.C.setenv("LLMBOX_POLICY", "kubernetes", 1)
+        assert(driver.maintain())
+        if old_policy then ffi.C.setenv("LLMBOX_POLICY", old_policy, 1) else ffi.C.unsetenv("LLMBOX_POLICY") end
+        local names = {}
+        for _, x in ipairs(pods()) do names[x.metadata.name] = true end
+        assert.is_nil(names["llmbox-dead1"])
+        assert.is_true(names[s.handle.id])
+        s:close()
+    end)
+end)

@@ -72,7 +72,7 @@ DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby pyt
 DEPS_TEST  := bubblewrap debootstrap lua-yaml python3-kubernetes lua-busted lua-check clang-format luarocks procps openssl curl docker.io podman catatonit docker-registry \
               busybox-static nginx-light libnginx-mod-http-lua lua-resty-core $(DEPS_LANGS)
 
-.PHONY: all deps deps-test demo test test-fresh print-deps-test print-deps-langs soak lint format install uninstall clean paths
+.PHONY: all deps deps-test demo test test-fresh k8s-standin print-deps-test print-deps-langs soak lint format install uninstall clean paths
 
 all: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(HELPER) $(READY) paths
 
@@ -119,6 +119,9 @@ NPM_DIRS := spec/support/mcp examples/agents
 
 deps-test:
 	@./.ci/deps.sh $(DEPS_BUILD) $(DEPS_TEST)
+	@# kubectl for the Kubernetes stand-in's specs: Debian's, unless one is installed already (a
+	@# cloud SDK's kubectl conflicts with the kubernetes-client package)
+	@command -v kubectl >/dev/null || ./.ci/deps.sh kubernetes-client
 	@for d in $(NPM_DIRS); do \
 		[ $$d/node_modules/.package-lock.json -nt $$d/package-lock.json ] || npm ci --prefix $$d --no-audit --no-fund --loglevel=error || exit 1; \
 	done
@@ -134,6 +137,15 @@ demo: deps
 test: deps-test
 	@$(MAKE) --no-print-directory all >/dev/null
 	@./spec/run.sh
+
+# The Kubernetes stand-in (spec/support/k8s_standin.py) in the foreground, on loopback: it writes
+# build/k8s/kubeconfig; then `KUBECONFIG=build/k8s/kubeconfig llmbox run -b kubernetes -p kubernetes
+# --image any -c 'print(1)'` runs in its pods (native jails of this host). Root, or a user that
+# can run the native backend.
+k8s-standin: all
+	@mkdir -p build/k8s && rm -f build/k8s/kubeconfig
+	@echo "k8s-standin: serving on loopback; KUBECONFIG=$(CURDIR)/build/k8s/kubeconfig (Ctrl-C stops it)"
+	@/usr/bin/python3 spec/support/k8s_standin.py build/k8s
 
 # The README's commands from a clean clone of HEAD inside a fresh Debian 12 root (debootstrap
 # --variant=minbase, cached; entered with pivot_root in a new mount namespace). Root only. See

@@ -255,6 +255,42 @@ for _, eng in ipairs(ENGINES) do
     end }
 end
 
+-- The kubernetes backend (issue 17) against the stand-in that bench/run.sh starts (BENCH_K8S=1,
+-- KUBECONFIG its kubeconfig): its pods are native jails on this host, so these rows measure
+-- llmbox's side of a cluster (the API calls, the exec websockets, the run wrapper), not a real
+-- cluster's scheduling, image pulls or network.
+local K8S_OPTS = { lang = "python", backend = "kubernetes", policy = "kubernetes", image = "llmbox-bench:stand-in" }
+local k8s_session, k8s_pool
+if os.getenv("BENCH_K8S") == "1" and os.getenv("KUBECONFIG") then
+    latency_rows[#latency_rows + 1] = { row("k8s_cold", "llmbox kubernetes backend (stand-in): open + run + close",
+        { short = "llmbox k8s, stand-in" }), function(r, round)
+        if round > N.docker_rounds then return end
+        cold_session(r, K8S_OPTS)
+    end }
+    latency_rows[#latency_rows + 1] = { row("k8s_run", "llmbox kubernetes backend (stand-in): a run in an open pod",
+        { short = "k8s: run in a pod" }), function(r)
+        if not k8s_session then k8s_session = assert(llmbox.session(K8S_OPTS)) end
+        local t0 = now()
+        local res, rerr = k8s_session:run("print(1)")
+        record(r, now() - t0, check_result(res, rerr))
+    end }
+    latency_rows[#latency_rows + 1] = { row("k8s_pooled", "llmbox kubernetes backend (stand-in): pooled lease + run",
+        { short = "k8s: pooled" }), function(r)
+        if not k8s_pool then
+            k8s_pool = assert(llmbox.pool({ lang = "python", backend = "kubernetes", policy = "kubernetes",
+                image = K8S_OPTS.image, min = 2, max = 4 }))
+        end
+        local t0 = now()
+        local s, err = llmbox.session({ pool = k8s_pool })
+        local res, rerr
+        if s then res, rerr = s:run("print(1)") end
+        local ms = now() - t0
+        if s then s:close() end
+        k8s_pool:maintain() -- refills the pool: not timed
+        record(r, ms, check_result(res, rerr or err))
+    end }
+end
+
 -- ---------------------------------------------------------------- the run
 
 local function cpu_pressure()
@@ -594,6 +630,8 @@ end
 os.execute("rm -rf '" .. tmpdir .. "'")
 pool:close()
 pool = nil
+if k8s_session then k8s_session:close() end
+if k8s_pool then k8s_pool:close() end
 
 -- 4. parallel throughput: separate processes, started together
 log("bench: parallel throughput, %d x %.1f s per configuration", N.par_reps, N.par_ms / 1000)

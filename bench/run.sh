@@ -21,8 +21,28 @@ else
 	podman_state=$(bench/podman-setup.sh "$state" $(echo "$docker_state" | sed -n 's/^ok //p'))
 fi
 echo "bench: podman: $podman_state" >&2
+# the kubernetes rows run against the stand-in (BENCH_K8S=0 skips them)
+k8s_pid=
+if [ "${BENCH_K8S:-1}" != 0 ] && [ -x /usr/bin/python3 ]; then
+	k8s_dir=$(mktemp -d /tmp/llmbox-bench-k8s.XXXXXX)
+	setsid /usr/bin/python3 spec/support/k8s_standin.py "$k8s_dir" >"$k8s_dir/log" 2>&1 &
+	k8s_pid=$!
+	i=0
+	while [ ! -s "$k8s_dir/kubeconfig" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+	if [ -s "$k8s_dir/kubeconfig" ]; then
+		export BENCH_K8S=1 KUBECONFIG="$k8s_dir/kubeconfig"
+		echo "bench: kubernetes: the stand-in (spec/support/k8s_standin.py)" >&2
+	else
+		echo "bench: kubernetes: skipped: the stand-in did not start: $(cat "$k8s_dir/log")" >&2
+		export BENCH_K8S=0
+	fi
+fi
 BENCH_DOCKER="$docker_state" BENCH_PODMAN="$podman_state" build/bin/llmbox script bench/bench.lua bench/results
 rc=$?
+if [ -n "$k8s_pid" ]; then
+	kill "$k8s_pid" 2>/dev/null
+	rm -rf "$k8s_dir"
+fi
 for name in dockerd podman; do
 	[ -s "$state/$name.pid" ] || continue
 	pid=$(cat "$state/$name.pid")

@@ -16,7 +16,7 @@ describe("installation", function()
         local ok, out = sh("make -s install PREFIX=/opt/llmbox DESTDIR=" .. q(dest))
         assert.is_true(ok, out)
         local root = dest .. "/opt/llmbox"
-        for _, f in ipairs({ "/bin/llmbox", "/lib/lua/5.1/llmbox/core.so", "/lib/lua/5.1/llmbox/http_core.so",
+        for _, f in ipairs({ "/bin/llmbox", "/lib/lua/5.1/llmbox/core.so", "/lib/lua/5.1/llmbox/http_core.so", "/lib/lua/5.1/llmbox/ws_core.so",
             "/share/lua/5.1/llmbox/init.lua", "/share/lua/5.1/resty/llmbox.lua",
             "/share/lua/5.1/llmbox/recipes/python.lua", "/share/llmbox/policies/default.lua" }) do
             assert.is_truthy(helpers.read(root .. f), "missing " .. f)

@@ -28,6 +28,10 @@ describe("exported symbols #unpriv", function()
         assert.same({ "luaopen_llmbox_http_core" }, exported(helpers.root .. "/build/lib/llmbox/http_core.so"))
     end)
 
+    it("ws_core.so exports luaopen_llmbox_ws_core and nothing else", function()
+        assert.same({ "luaopen_llmbox_ws_core" }, exported(helpers.root .. "/build/lib/llmbox/ws_core.so"))
+    end)
+
     it("neither the binary nor llmbox.core loads libcurl (its start-up cost is for its users)", function()
         for _, file in ipairs({ helpers.bin, helpers.root .. "/build/lib/llmbox/core.so" }) do
             local p = assert(io.popen("ldd " .. q(file)))

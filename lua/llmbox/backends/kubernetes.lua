@@ -31,8 +31,8 @@ local task = require "llmbox.task"
 local util = require "llmbox.util"
 local policy_mod = require "llmbox.policy"
 
-local setmetatable, tostring, tonumber, type, ipairs, format, floor, unpack = setmetatable, tostring, tonumber, type,
-    ipairs, string.format, math.floor, unpack
+local setmetatable, tostring, tonumber, ipairs, format, unpack = setmetatable, tostring, tonumber,
+    ipairs, string.format, unpack
 
 local _M = {}
 
@@ -104,7 +104,7 @@ local function starter_argv(cmd, nproc, ns, pod, prefix_path)
         if not k then return nil, format("exec: %q is not NAME=value", kv) end
         pre[#pre + 1] = "export " .. k .. "=" .. sh_quote(v) .. "\n"
     end
-    local var, post, rest = "-", nil, nil
+    local var, post, rest = "-"
     if argv[1] == "/bin/sh" and argv[2] == "-c" and argv[3] then
         local script = argv[3]
         post = script

@@ -140,11 +140,11 @@ describe("the kubernetes backend, on the stand-in", function()
             lang = "python" }))
         finally(function() s:close() end)
         local name = s.handle.id
-        local deleter = uv.new_thread(function(server, ns, pod_name)
+        local deleter = uv.new_thread(function(server, ns, pod_name, ca)
             require("luv").sleep(800)
-            os.execute(("curl -sk -X DELETE -H 'Authorization: Bearer admin-token' %s/api/v1/namespaces/%s/pods/%s "
-                .. ">/dev/null"):format(server, ns, pod_name))
-        end, conn.server, conn.namespace, name)
+            os.execute(("curl -s --cacert %s -X DELETE -H 'Authorization: Bearer admin-token' "
+                .. "%s/api/v1/namespaces/%s/pods/%s >/dev/null"):format(ca, server, ns, pod_name))
+        end, conn.server, conn.namespace, name, dir .. "/ca.pem")
         local r, err = s:run("import time\ntime.sleep(20)")
         deleter:join()
         assert.is_nil(r)

@@ -116,6 +116,7 @@ v1.delete_namespaced_pod("py-exec", "sandboxes")
 
     it("execs for llmbox (llmbox.k8s.exec): stdin, environment, directory, exit codes, refusals", function()
         assert(client:create_pod(new_pod("llmbox-x1")))
+        finally(function() client:delete_pod(conn.namespace, "llmbox-x1") end)
         local cmd = { namespace = conn.namespace, pod = "llmbox-x1", container = pod.CONTAINER,
             argv = { "/bin/sh", "-c", 'cat; echo "$FOO" "$(pwd)"; echo e >&2; exit 5' }, stdin = "in\n",
             env = { "FOO=bar" }, cwd = "/tmp" }
@@ -134,15 +135,15 @@ v1.delete_namespaced_pod("py-exec", "sandboxes")
         assert.equal(404, code)
         assert.matches('pods "nope" not found', err, 1, true)
         local reader = assert(kubeconfig.load({ kubeconfig = dir .. "/kubeconfig", context = "reader" }))
+        local reader_client = api.new(reader)
         _, err, code = kexec.run(reader, { namespace = conn.namespace, pod = "llmbox-x1", container = "c",
-            argv = { "true" } }, nil, explain)
+            argv = { "true" } }, nil, function(_, path) return select(2, reader_client:request("GET", path, nil, "exec")) end)
         assert.equal(403, code)
         assert.matches('cannot create resource "pods/exec"', err, 1, true)
         -- a server the CA did not sign is never trusted, for execs either
         _, err = kexec.run({ server = conn.server, token = conn.token }, { namespace = conn.namespace,
             pod = "llmbox-x1", container = "c", argv = { "true" } })
         assert.matches("did not take the exec", err, 1, true)
-        assert(client:delete_pod(conn.namespace, "llmbox-x1"))
     end)
 
     it("creates llmbox's hardened pod, waits until it is ready, lists and deletes it", function()

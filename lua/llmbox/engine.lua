@@ -250,6 +250,43 @@ end
 -- What an exec's on_output returns to stop reading (see e:exec).
 _M.STOP = setmetatable({}, { __tostring = function() return "engine.STOP" end })
 
+--- engine.output_keeper(on_output) -> keeper: what an exec keeps of its output, as e:exec says:
+--- keeper:keep("stdout" | "stderr", chunk) hands each chunk to on_output (whose string is kept
+--- instead; STOP ends the reading: keeper.stopped = "output"), into keeper.stdout / .stderr
+--- (lists of chunks). Shared by the engines' execs and Kubernetes' (llmbox.k8s.exec).
+function _M.output_keeper(on_output)
+    local k = { stdout = {}, stderr = {} }
+    function k.keep(self, name, chunk)
+        if #chunk == 0 or self.stopped then return end
+        if on_output then
+            local kept, stop = on_output(name, chunk)
+            if kept == _M.STOP then
+                self.stopped = "output"
+                return
+            end
+            if type(kept) == "string" then chunk = kept end
+            if stop == _M.STOP then self.stopped = "output" end
+        end
+        local list = self[name]
+        list[#list + 1] = chunk
+    end
+    return k
+end
+
+--- engine.run_started(x, cmd, on_output) -> as e:exec: an exec that has started (x, from
+--- e:exec_start or llmbox.k8s.exec's start) run to its end: its stdin ended when it has one
+--- (cmd.stdin), then its output read
+function _M.run_started(x, cmd, on_output)
+    if cmd.stdin ~= nil then
+        local ok, err, code = x:close_stdin()
+        if not ok then
+            x:abandon()
+            return nil, err, code
+        end
+    end
+    return x:finish(cmd, on_output)
+end
+
 -- How long a stopped exec may take to end before the call fails.
 local STOPPED_WAIT_MS = 10000
 
@@ -297,27 +334,16 @@ end
 function Exec:finish(cmd, on_output)
     local engine, stream = self.engine, self.stream
     if not stream then return nil, "the exec was abandoned" end
-    local out, errs, rest = {}, {}, self.rest
+    local rest = self.rest
     local deadline = cmd.timeout_ms and util.now_ms() + cmd.timeout_ms
-    local stopped
-    local function keep(list, name, chunk)
-        if #chunk == 0 or stopped then return end
-        if on_output then
-            local kept, stop = on_output(name, chunk)
-            if kept == _M.STOP then
-                stopped = "output"
-                return
-            end
-            if type(kept) == "string" then chunk = kept end
-            if stop == _M.STOP then stopped = "output" end
-        end
-        list[#list + 1] = chunk
-    end
+    local kept = _M.output_keeper(on_output)
+    local out, errs = kept.stdout, kept.stderr
     local o, e
     o, e, rest = _M.demux(rest)
-    keep(out, "stdout", o)
-    keep(errs, "stderr", e)
-    while not stopped do
+    kept:keep("stdout", o)
+    kept:keep("stderr", e)
+    local timed_out
+    while not kept.stopped do
         local wait = -1
         if deadline then wait = math.max(0, math.floor(deadline - util.now_ms())) end
         local data, why, rcode = stream:recv(wait)
@@ -329,13 +355,14 @@ function Exec:finish(cmd, on_output)
             break
         end
         if data == "" and deadline and util.now_ms() >= deadline then
-            stopped = "timeout"
+            timed_out = true
             break
         end
         o, e, rest = _M.demux(rest .. data)
-        keep(out, "stdout", o)
-        keep(errs, "stderr", e)
+        kept:keep("stdout", o)
+        kept:keep("stderr", e)
     end
+    local stopped = timed_out and "timeout" or kept.stopped
     self:abandon()
     if stopped and cmd.on_stop then cmd.on_stop(stopped) end
     -- an exec that said its exit status in its output (cmd.exit_code reads it) costs no call
@@ -401,15 +428,7 @@ end
 function Engine:exec(id, cmd, on_output)
     local x, err, code = self:exec_start(id, cmd)
     if not x then return nil, err, code end
-    if cmd.stdin ~= nil then
-        local ok
-        ok, err, code = x:close_stdin()
-        if not ok then
-            x:abandon()
-            return nil, err, code
-        end
-    end
-    return x:finish(cmd, on_output)
+    return _M.run_started(x, cmd, on_output)
 end
 
 --- engine.connect(kind | endpoint) -> engine | nil, err: reaches the engine, checks that it

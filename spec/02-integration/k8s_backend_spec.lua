@@ -12,21 +12,12 @@ local ffi = require "ffi"
 pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
 pcall(ffi.cdef, "int unsetenv(const char *name);")
 
-local q = helpers.shell_quote
 
 describe("the kubernetes backend, on the stand-in", function()
-    local dir, pid, conn, client, old_kubeconfig, old_isolation
+    local standin, dir, conn, client, old_kubeconfig, old_isolation
     setup(function()
-        dir = helpers.tmpdir()
-        local pidfile = dir .. "/pid"
-        assert(os.execute(("setsid /usr/bin/python3 %s %s >%s 2>&1 & echo $! > %s"):format(
-            q(helpers.root .. "/spec/support/k8s_standin.py"), q(dir), q(dir .. "/log"), q(pidfile))))
-        for _ = 1, 400 do
-            if uv.fs_stat(dir .. "/kubeconfig") then break end
-            uv.sleep(25)
-        end
-        assert(uv.fs_stat(dir .. "/kubeconfig"), "the stand-in did not start: " .. tostring(helpers.read(dir .. "/log")))
-        pid = tonumber(helpers.read(pidfile))
+        standin = require("spec.support.k8s_standin").start()
+        dir = standin.dir
         old_kubeconfig, old_isolation = os.getenv("KUBECONFIG"), os.getenv("LLMBOX_KUBERNETES_ISOLATION")
         ffi.C.setenv("KUBECONFIG", dir .. "/kubeconfig", 1)
         ffi.C.unsetenv("LLMBOX_KUBERNETES_ISOLATION")
@@ -34,7 +25,7 @@ describe("the kubernetes backend, on the stand-in", function()
         client = api.new(conn)
     end)
     teardown(function()
-        if pid then os.execute("kill " .. pid) end
+        if standin then standin.stop() end
         if old_kubeconfig then ffi.C.setenv("KUBECONFIG", old_kubeconfig, 1) else ffi.C.unsetenv("KUBECONFIG") end
         if old_isolation then ffi.C.setenv("LLMBOX_KUBERNETES_ISOLATION", old_isolation, 1) end
     end)

@@ -17,23 +17,15 @@ local q = helpers.shell_quote
 local function sleep(ms) uv.sleep(ms) end
 
 describe("the kubernetes stand-in and llmbox's pod client #unpriv", function()
-    local dir, pid, conn, client
+    local standin, dir, conn, client
     setup(function()
-        dir = helpers.tmpdir()
-        local pidfile = dir .. "/pid"
-        assert(os.execute(("setsid /usr/bin/python3 %s %s >%s 2>&1 & echo $! > %s"):format(
-            q(helpers.root .. "/spec/support/k8s_standin.py"), q(dir), q(dir .. "/log"), q(pidfile))))
-        for _ = 1, 400 do
-            if uv.fs_stat(dir .. "/kubeconfig") then break end
-            uv.sleep(25)
-        end
-        assert(uv.fs_stat(dir .. "/kubeconfig"), "the stand-in did not start: " .. tostring(helpers.read(dir .. "/log")))
-        pid = tonumber(helpers.read(pidfile))
+        standin = require("spec.support.k8s_standin").start()
+        dir = standin.dir
         conn = assert(kubeconfig.load({ kubeconfig = dir .. "/kubeconfig" }))
         client = api.new(conn, { timeout_ms = 10000 })
     end)
     teardown(function()
-        if pid then os.execute("kill " .. pid) end
+        if standin then standin.stop() end
     end)
 
     local function new_pod(name, now)

@@ -281,12 +281,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             code, answer = status(401, "Unauthorized", "Unauthorized")
         else:
             code, answer = handle(method, url.path, urllib.parse.parse_qs(url.query, keep_blank_values=True), body, role)
-        data = json.dumps(answer).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.refuse(code, answer)
 
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)
@@ -296,7 +291,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.exec_ws(parts[3], parts[5], urllib.parse.parse_qs(url.query, keep_blank_values=True))
         self.serve("GET")
 
-    def refuse(self, code, answer):
+    def refuse(self, code, answer):  # (any answer as JSON: a refusal, mostly)
         data = json.dumps(answer).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")

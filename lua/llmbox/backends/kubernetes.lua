@@ -21,6 +21,7 @@
 -- Every refusal names what was asked and why. Pods are deleted at close; those of a process
 -- that died are deleted by the maintenance (by owner on this machine, by age on others).
 local engines = require "llmbox.backends.engines"
+local engine = require "llmbox.engine"
 local container = require "llmbox.backends.container"
 local kubeconfig = require "llmbox.k8s.kubeconfig"
 local api = require "llmbox.k8s.api"
@@ -153,10 +154,8 @@ function Pods:exec_start(id, cmd)
     if x and script and cmd.stdin == nil then
         local ok
         ok, err, code = x:close_stdin()
-        if not ok then
-            x:abandon()
-            return nil, err, code
-        end
+        if not ok then x:abandon() end
+        if not ok then return nil, err, code end
     end
     return x, err, code
 end
@@ -165,15 +164,7 @@ end
 function Pods:exec(id, cmd, on_output)
     local x, err, code = self:exec_start(id, cmd)
     if not x then return nil, err, code end
-    if cmd.stdin ~= nil then
-        local ok
-        ok, err, code = x:close_stdin()
-        if not ok then
-            x:abandon()
-            return nil, err, code
-        end
-    end
-    return x:finish(cmd, on_output)
+    return engine.run_started(x, cmd, on_output)
 end
 
 local Handle = setmetatable({}, { __index = engines.Handle })

@@ -12,14 +12,16 @@ local channel = require "llmbox.k8s.channel"
 local task = require "llmbox.task"
 local util = require "llmbox.util"
 
-local setmetatable, ipairs, type, tostring, tonumber, format, concat = setmetatable, ipairs, type, tostring, tonumber,
+local setmetatable, ipairs, tostring, tonumber, format, concat = setmetatable, ipairs, tostring, tonumber,
     string.format, table.concat
 local max, floor = math.max, math.floor
 
 local _M = {}
 
+local engine = require "llmbox.engine"
+
 -- What an exec's on_output returns to stop reading (as llmbox.engine's STOP).
-_M.STOP = require("llmbox.engine").STOP
+_M.STOP = engine.STOP
 
 -- stdin goes in messages of at most this much.
 local CHUNK = 256 * 1024
@@ -163,34 +165,24 @@ end
 --- (then on_stop(why) is called once the connection is dropped, and the exit code is unknown)
 function Exec:finish(cmd, on_output)
     if not self.ws then return nil, "the exec was abandoned" end
-    local out, errs = {}, {}
     local deadline = cmd.timeout_ms and util.now_ms() + cmd.timeout_ms
+    local kept = engine.output_keeper(on_output)
+    local out, errs = kept.stdout, kept.stderr
     local stopped
-    local function keep(list, name, chunk)
-        if #chunk == 0 or stopped then return end
-        if on_output then
-            local kept, stop = on_output(name, chunk)
-            if kept == _M.STOP then
-                stopped = "output"
-                return
-            end
-            if type(kept) == "string" then chunk = kept end
-            if stop == _M.STOP then stopped = "output" end
-        end
-        list[#list + 1] = chunk
+    local function keep_queue()
+        local q = self.queue
+        self.queue = {}
+        for i = 1, #q, 2 do kept:keep(q[i], q[i + 1]) end
+        stopped = stopped or kept.stopped
     end
     local state
     repeat
         self:drain()
-        local q = self.queue
-        self.queue = {}
-        for i = 1, #q, 2 do keep(q[i] == "stdout" and out or errs, q[i], q[i + 1]) end
+        keep_queue()
         state = self.ws:step(0)
         if state == "closed" or state == "failed" then
             self:drain()
-            q = self.queue
-            self.queue = {}
-            for i = 1, #q, 2 do keep(q[i] == "stdout" and out or errs, q[i], q[i + 1]) end
+            keep_queue()
             break
         end
         -- the status is the exec's last word: its output came before it (the close that
@@ -271,15 +263,7 @@ end
 function _M.run(conn, cmd, on_output, explain)
     local x, err, code = _M.start(conn, cmd, explain)
     if not x then return nil, err, code end
-    if cmd.stdin ~= nil then
-        local ok
-        ok, err, code = x:close_stdin()
-        if not ok then
-            x:abandon()
-            return nil, err, code
-        end
-    end
-    return x:finish(cmd, on_output)
+    return engine.run_started(x, cmd, on_output)
 end
 
 return _M

@@ -1,7 +1,7 @@
 -- A pod of the Kubernetes stand-in (spec/support/k8s_standin.py): one llmbox session on the
 -- native backend for the pod's lifetime, whose execs the stand-in hands over one at a time as
 -- JSON lines on stdin:
---   {"argv": [...], "stdin": "<base64>"}
+--   {"argv": [...], "stdin_fifo": "/run/standin/in-..."}   (the FIFO: when the exec has stdin)
 -- and which answers on stdout, as the exec goes:
 --   {"stream": "stdout" | "stderr", "data": "<base64>"} ... then {"exit": N} | {"error": "..."}
 -- An exec whose client went away is stopped (its process tree killed) when the file CANCEL
@@ -35,6 +35,8 @@ end
 local workspace, tmp = tonumber(arg[4]) or 0, tonumber(arg[5]) or 0
 if workspace > 0 then policy.limits.workspace = workspace end
 if tmp > 0 then policy.limits.tmp = tmp end
+-- the execs' stdin FIFOs (argv[6]: the stand-in's directory for this pod), read-only inside
+if arg[6] then policy.filesystem.ro[#policy.filesystem.ro + 1] = { src = arg[6], dst = "/run/standin" } end
 
 local s, err = llmbox.session{ backend = "native", policy = policy }
 local function say(t)
@@ -55,10 +57,15 @@ end
 
 local function exec(req)
     os.remove(cancel)
-    local spec, perr = plan.exec(s.policy, s.layout, s.env, req.argv, {})
+    local argv = req.argv
+    if req.stdin_fifo then
+        -- the exec's stdin as it streams in, through the FIFO the stand-in writes
+        argv = { "/bin/sh", "-c", 'f=$1; shift; exec "$@" < "$f"', "sh", req.stdin_fifo }
+        for _, a in ipairs(req.argv) do argv[#argv + 1] = a end
+    end
+    local spec, perr = plan.exec(s.policy, s.layout, s.env, argv, {})
     if not spec then return nil, perr end
     for _, kv in ipairs(pod_env) do spec.env[#spec.env + 1] = kv end
-    spec.stdin = req.stdin and artifacts.unbase64(req.stdin) or nil
     local run, rerr = s.handle:start(spec)
     if not run then return nil, rerr end
     local over

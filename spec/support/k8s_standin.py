@@ -20,9 +20,9 @@ namespace (create, get, list, delete: records only, the pods here have no networ
 A pod is a session of llmbox's native backend (spec/support/k8s_pod.lua: the host's /usr stands
 in for the image), with the pod's memory limit, its container's environment and the sizes of
 its emptyDir volumes at /sandbox and /tmp; it is Running and Ready once its sandbox is.
-Execs run in it one at a time, with the whole stdin first: v5's close of stdin ends it, and an
-exec with stdin over v4 (which cannot say where stdin ends) is refused. Not here yet: watch,
-attach.
+Execs run in it one at a time; stdin streams in as it comes (through a FIFO the pod sees at
+/run/standin), ended by v5's close of stdin or, on v4, by the connection's end. Not here yet:
+watch, attach.
 """
 import base64
 import hashlib
@@ -31,6 +31,10 @@ import datetime
 import http.server
 import json
 import os
+import shutil
+import signal
+import tempfile
+import atexit
 import socketserver
 import ssl
 import subprocess
@@ -61,10 +65,14 @@ class Agent:
 
     def __init__(self, memory, pod_env, sizes):
         self.cancel = os.path.join(OUT, "cancel-" + uuid.uuid4().hex)
+        # the execs' stdin FIFOs, which the pod sees read-only at /run/standin
+        self.dir = os.path.join(FIFOS, "pod-" + uuid.uuid4().hex)
+        os.mkdir(self.dir)
+        os.chmod(self.dir, 0o755)
         env = dict(os.environ, LUA_PATH="%s/lua/?.lua;%s/lua/?/init.lua;;" % (ROOT, ROOT),
                    LUA_CPATH="%s/build/lib/?.so;;" % ROOT)
         self.proc = subprocess.Popen(["luajit", os.path.join(HERE, "k8s_pod.lua"), str(memory), self.cancel, json.dumps(pod_env),
-                                      str(sizes.get("/sandbox", 0)), str(sizes.get("/tmp", 0))], env=env,
+                                      str(sizes.get("/sandbox", 0)), str(sizes.get("/tmp", 0)), self.dir], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.lock = threading.Lock()
         first = json.loads(self.proc.stdout.readline() or b'{"error": "the pod agent ended"}')
@@ -73,11 +81,11 @@ class Agent:
     def stop_exec(self):
         open(self.cancel, "w").close()
 
-    def exec(self, argv, stdin, on_output):
+    def exec(self, argv, feed, on_output):
         with self.lock:
             req = {"argv": argv}
-            if stdin:
-                req["stdin"] = base64.b64encode(stdin).decode()
+            if feed:
+                req["stdin_fifo"] = "/run/standin/" + os.path.basename(feed.path)
             self.proc.stdin.write(json.dumps(req).encode() + b"\n")
             self.proc.stdin.flush()
             while True:
@@ -100,6 +108,7 @@ class Agent:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
 lock = threading.Lock()
 
 
@@ -320,9 +329,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.refuse(*status(400, "BadRequest", "none of the offered subprotocols is spoken here: %s"
                                        % ", ".join(offered)))
         want_stdin = query.get("stdin", ["false"])[0] in ("true", "1")
-        if want_stdin and chosen != "v5.channel.k8s.io":
-            return self.refuse(*status(400, "BadRequest", "the stand-in reads an exec's stdin whole, and v4.channel."
-                                       "k8s.io cannot say where it ends: offer v5.channel.k8s.io"))
         key = self.headers.get("Sec-WebSocket-Key") or ""
         accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
         self.send_response(101)
@@ -336,26 +342,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
         ws = WebSocket(self.rfile, self.wfile)
         for channel in (1, 2, 3):  # the API server announces each channel with an empty message
             ws.send(bytes([channel]))
-        stdin = b""
-        while want_stdin:
-            msg = ws.recv()
-            if msg is None:
-                return
-            if msg[:1] == b"\x00":
-                stdin += msg[1:]
-            elif msg == b"\xff\x00":
-                break
-        # a client that goes away stops its exec (a cluster's would go on: the backend stops
+        # stdin streams to the command as it comes (v5 can end it; v4 ends with the connection),
+        # and a client that goes away stops its exec (a cluster's would go on: the backend stops
         # its runs itself; here the pod's execs take turns, so a forgotten one would hold it)
         done = threading.Event()
+        feed = Feed(agent.dir, done) if want_stdin else None
 
-        def watch():
-            while ws.recv() is not None:
-                pass
+        def read_client():
+            while True:
+                msg = ws.recv()
+                if msg is None:
+                    break
+                if feed and msg[:1] == b"\x00":
+                    feed.write(msg[1:])
+                elif feed and msg == b"\xff\x00":
+                    feed.close()
+            if feed:
+                feed.close()
             if not done.is_set():
                 agent.stop_exec()
-        threading.Thread(target=watch, daemon=True).start()
-        code, err = agent.exec(argv, stdin, lambda stream, data: ws.send(bytes([1 if stream == "stdout" else 2]) + data))
+        threading.Thread(target=read_client, daemon=True).start()
+        code, err = agent.exec(argv, feed, lambda stream, data: ws.send(bytes([1 if stream == "stdout" else 2]) + data))
         if err is not None:
             st = {"metadata": {}, "status": "Failure", "message": err, "reason": "InternalError", "code": 500}
         elif code == 0:
@@ -438,16 +445,74 @@ class WebSocket:
                 return message
 
 
+class Feed:
+    """An exec's stdin as it streams in: a FIFO in the pod's directory, written by a thread of its
+    own (its open waits for the command's), ended when the client ends stdin or goes away."""
+
+    def __init__(self, directory, done):
+        self.path = os.path.join(directory, "in-" + uuid.uuid4().hex)
+        os.mkfifo(self.path)
+        os.chmod(self.path, 0o644)
+        self.done = done
+        self.chunks = []
+        self.cond = threading.Condition()
+        self.ended = False
+        threading.Thread(target=self.pump, daemon=True).start()
+
+    def write(self, data):
+        with self.cond:
+            self.chunks.append(data)
+            self.cond.notify()
+
+    def close(self):
+        with self.cond:
+            self.ended = True
+            self.cond.notify()
+
+    def pump(self):
+        fd = None
+        while fd is None and not self.done.is_set():
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # ENXIO: the command has not opened it yet
+                self.done.wait(0.005)
+        try:
+            if fd is None:
+                return
+            os.set_blocking(fd, True)
+            while True:
+                with self.cond:
+                    while not self.chunks and not self.ended:
+                        self.cond.wait()
+                    chunks, self.chunks = self.chunks, []
+                    ended = self.ended
+                for c in chunks:
+                    os.write(fd, c)
+                if ended:
+                    return
+        except OSError:  # the command went away
+            pass
+        finally:
+            if fd is not None:
+                os.close(fd)
+            os.unlink(self.path)
+
+
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 
 
 OUT = None
+FIFOS = None  # the pods' FIFO directories: where their sandboxes' users may look (OUT may be private)
 
 
 def main():
-    global OUT
+    global OUT, FIFOS
     out = OUT = sys.argv[1]
+    FIFOS = tempfile.mkdtemp(prefix="llmbox-standin-")
+    os.chmod(FIFOS, 0o755)
+    atexit.register(shutil.rmtree, FIFOS, True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # a throwaway CA and a certificate for 127.0.0.1 signed by it
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     run = lambda *a: subprocess.run(a, cwd=out, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

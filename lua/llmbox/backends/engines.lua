@@ -204,6 +204,9 @@ esac
 # where a stopped run's counts are read from, and a warm program's channel is made: root's
 # private tmpfs (container.PRIVATE) when the wrapper is root's, out of the program's sight
 b=/tmp/llmbox/.before w=/tmp/llmbox; [ -z "$drop" ] || b=/.llmbox/before w=/.llmbox
+# (a wrapper that is the program's own user keeps none: the program could read or forge it, and
+# a pod has no place it cannot see)
+keep_before() { [ -z "$drop" ] || printf '%s\n' "$before" > "$b" 2>/dev/null; }
 $drop mkdir -p /tmp/llmbox 2>/dev/null
 # the program gets the exec's stderr (fd 6 here); the wrapper's own goes nowhere (sh reports a
 # job killed by a signal, "Killed", which is not the program's output)
@@ -230,7 +233,7 @@ if [ "$mode" = warm ]; then
   n=$(dd bs=1 count=12 2>/dev/null)
   case $n in
   [0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9])
-    counters; before=$out; printf '%s\n' "$before" > "$b"
+    counters; before=$out; keep_before
     head -c "$n" >&4; exec 4>&-
     # (an asynchronous command's stdin would be /dev/null: the exec's is handed over as fd 7)
     exec 7<&0
@@ -245,7 +248,7 @@ elif [ "$mode" = interactive ]; then
   # framed with the nonce, which it reads on fd 9
   [ "${drop#/.llmbox/exec}" != "$drop" ] ||
     fail "an interactive program needs llmbox's helper in the container"
-  counters; before=$out; printf '%s\n' "$before" > "$b"
+  counters; before=$out; keep_before
   exec 7<&0
   ${run%--}--cells 9 -- "$@" <&7 2>&6 6>&- 7<&- 9<<EOF &
 $nonce
@@ -253,7 +256,7 @@ EOF
   pid=$!
   exec 7<&- 2>/dev/null
 else
-  counters; before=$out; printf '%s\n' "$before" > "$b" 2>/dev/null
+  counters; before=$out; keep_before
   $run "$@" < "${in:-/dev/null}" 2>&6 6>&- &
   pid=$!
   exec 2>/dev/null

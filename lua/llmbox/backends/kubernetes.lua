@@ -170,8 +170,6 @@ end
 local Handle = setmetatable({}, { __index = engines.Handle })
 Handle.__index = Handle
 
--- No warm programs (see above): sessions and pools start their runs cold.
-Handle.prestart = false
 
 --- handle:sweep(): every process of the pod's user but the sweep's own (and the pod's first)
 function Handle:sweep()

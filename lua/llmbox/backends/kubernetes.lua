@@ -32,13 +32,16 @@ local task = require "llmbox.task"
 local util = require "llmbox.util"
 local policy_mod = require "llmbox.policy"
 
-local setmetatable, tostring, tonumber, ipairs, format, unpack = setmetatable, tostring, tonumber,
-    ipairs, string.format, unpack
+local setmetatable, tostring, tonumber, ipairs, pairs, format, unpack = setmetatable, tostring, tonumber, ipairs,
+    pairs, string.format, unpack
 
 local _M = {}
 
 -- How long llmbox's own execs (sweeps, collects, resets) may take.
 local INTERNAL_MS = 30000
+
+-- Where an install's offline sources (this host's directories) are copied in the pod for its run.
+local SOURCES = "/tmp/llmbox/sources"
 
 -- Who made a pod (this machine's boot id, the pid and its start time), as an annotation.
 local OWNER = "llmbox.dev/owner"
@@ -208,6 +211,32 @@ end
 --- handle:run(spec) -> result | nil, err: as the engines' run; a run the pod's end broke off
 --- says so (a killed program's 137 too, when its pod is gone)
 function Handle:run(spec)
+    -- the policy's offline library sources are this host's directories, which no pod sees: an
+    -- install that names one gets a copy in the pod for its run, at another path
+    local copied
+    for i, m in ipairs(self.spec.mounts or {}) do
+        local used = false
+        for _, a in ipairs(m.install_source and spec.argv or {}) do used = used or a:find(m.src, 1, true) ~= nil end
+        if used then
+            local at = SOURCES .. "/" .. i
+            local ok, cerr = self:copy_in(m.src, at)
+            if not ok then
+                return nil, format("copying the library source %s into pod %s: %s", m.src, self.id, tostring(cerr))
+            end
+            local argv = {}
+            local pattern = m.src:gsub("%p", "%%%0")
+            for j, a in ipairs(spec.argv) do argv[j] = a:gsub(pattern, (at:gsub("%%", "%%%%"))) end
+            local s2 = {}
+            for k, v in pairs(spec) do s2[k] = v end
+            s2.argv = argv
+            spec, copied = s2, true
+        end
+    end
+    if copied then
+        local res, err, code = engines.Handle.run(self, spec)
+        self.engine:exec(self.id, { argv = { "rm", "-rf", SOURCES }, timeout_ms = INTERNAL_MS })
+        return res, err, code
+    end
     local res, err, code = engines.Handle.run(self, spec)
     if self.id and (not res or (res.exit_code == 137 and not res.limit)) then
         local gone = self:pod_gone()
@@ -256,6 +285,10 @@ local function open(spec)
     end
     if spec.build then return refuse("the kubernetes backend does not build images: build and push it, then name it") end
     if spec.volumes then return refuse("host mounts (runtime.volumes) are refused on kubernetes: they name a node's files") end
+    if spec.network and spec.network.mode ~= "none" then
+        return refuse("the kubernetes backend gives a pod no network (network.mode = \"none\", cut by a deny-all "
+            .. "NetworkPolicy); network.mode = %q is not built for it", tostring(spec.network.mode))
+    end
     if spec.limits.cgroup == "forbid" then
         return refuse("policy %q forbids cgroups (limits.cgroup), which a pod always has", pol.name)
     end
@@ -316,7 +349,8 @@ function _M.driver()
     local D = { name = "kubernetes", layout = container.layout,
         description = "pods through the Kubernetes API (images; needs a cluster and its kubeconfig)" }
     D.capabilities = {
-        pool = true, persistent_workspace = true, network_policy = false, seccomp = false, images = true,
+        -- network_policy: a deny-all NetworkPolicy per pod, under the accepted cluster isolation
+        pool = true, persistent_workspace = true, network_policy = true, seccomp = false, images = true,
         interactive = false, existing_sandbox = false, egress = false, commit = false, rootfs = false,
     }
 

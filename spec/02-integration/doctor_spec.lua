@@ -81,12 +81,15 @@ describe("llmbox doctor #unpriv", function()
             elseif b.name ~= "native" then
                 -- docker and podman: their engine was asked, and the line says which answered
                 -- where, or why none did; the others are facts about this build
-                local want = (b.name == "docker" or b.name == "podman") and "probe" or "fact"
+                local want = (b.name == "docker" or b.name == "podman" or b.name == "kubernetes") and "probe" or "fact"
                 assert.equal(want, b.source, b.name)
                 if want == "fact" then
-                    -- planned here, or Windows' own
+                    -- Windows' own (or, were there one, a planned backend)
                     local windows = b.name == "windows-mxc" or b.name == "wsl2"
                     assert.matches(windows and "runs only on Windows" or "not built yet", b.detail, 1, true)
+                elseif b.name == "kubernetes" then
+                    -- its API server was asked, where a kubeconfig names one
+                    assert.matches(b.ok and "^usable" or "^not usable here: ", b.detail)
                 elseif b.ok then
                     assert.matches("^usable: %a+ [%d.]+.* %(API 1%.%d+%) answers at ", b.detail)
                 else

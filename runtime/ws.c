@@ -86,8 +86,14 @@ static int append_headers(lb_ws *w, struct lws *wsi, unsigned char **p, unsigned
 	return 0;
 }
 
+/* A message larger than this fails the connection: what a server sends is never trusted to be
+ * small (an exec's output arrives in messages of a few KB). */
+#define MAX_MESSAGE (64u << 20)
+
 static int keep_part(lb_ws *w, const void *in, size_t len)
 {
+	if (w->part_len + len > MAX_MESSAGE)
+		return -1;
 	if (w->part_len + len > w->part_cap) {
 		size_t cap = w->part_cap ? w->part_cap : 4096;
 		while (cap < w->part_len + len)
@@ -156,7 +162,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		break;
 	case LWS_CALLBACK_CLIENT_RECEIVE:
 		if (keep_part(w, in, len) != 0) {
-			fail(w, "out of memory reading a message");
+			fail(w, w->part_len + len > MAX_MESSAGE
+					? "the server sent a message larger than 64 MiB"
+					: "out of memory reading a message");
 			return -1;
 		}
 		if (lws_is_final_fragment(wsi) && !lws_remaining_packet_payload(wsi) &&

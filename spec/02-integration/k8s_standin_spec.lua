@@ -84,6 +84,35 @@ v1.delete_namespaced_pod("py-exec", "sandboxes")
         assert.equal("'out\\n1000\\n'\n7 'err\\n'\n", out)
     end)
 
+    it("streams pod events to the official Python client's watch", function()
+        local script = helpers.tmpname(".py")
+        helpers.write(script, [[
+import sys, threading, time
+from kubernetes import client, config, watch
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+def churn():
+    time.sleep(0.5)
+    v1.create_namespaced_pod("sandboxes", {"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "watched", "labels": {"watch": "me"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    v1.create_namespaced_pod("sandboxes", {"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "unwatched"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    time.sleep(0.3)
+    v1.delete_namespaced_pod("watched", "sandboxes")
+    v1.delete_namespaced_pod("unwatched", "sandboxes")
+threading.Thread(target=churn).start()
+w = watch.Watch()
+seen = []
+for ev in w.stream(v1.list_namespaced_pod, "sandboxes", label_selector="watch=me", timeout_seconds=20):
+    seen.append((ev["type"], ev["object"].metadata.name))
+    if ev["type"] == "DELETED":
+        w.stop()
+print(seen)
+]])
+        local out = helpers.capture(("/usr/bin/python3 %s %s 2>&1"):format(q(script), q(dir .. "/kubeconfig")))
+        assert.equal("[('ADDED', 'watched'), ('DELETED', 'watched')]\n", out)
+    end)
+
     it("runs execs for kubectl (websockets, v5.channel.k8s.io): stdin, stderr, exit codes", function()
         local version = helpers.capture("kubectl version --client -o json 2>/dev/null") or ""
         local minor = tonumber(version:match('"minor"%s*:%s*"(%d+)'))

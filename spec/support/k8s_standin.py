@@ -12,7 +12,8 @@ everything, "reader-token" may only get and list (others are refused 403 as RBAC
 anything else is 401. Namespaces: default, sandboxes (others are 404).
 
 Routes: GET /version, /api, /api/v1, /apis (discovery); pods in a namespace: POST (create), GET
-(list, ?labelSelector=k=v[,k=v]), GET NAME, DELETE NAME, and GET NAME/exec over a websocket
+(list, ?labelSelector=k=v[,k=v]; ?watch=true: ADDED and DELETED events as they happen), GET NAME,
+DELETE NAME, and GET NAME/exec over a websocket
 (v5.channel.k8s.io or v4.channel.k8s.io, as the client prefers: one byte naming the stream, then
 its data; the exit status as a Status on channel 3); networking.k8s.io/v1 networkpolicies in a
 namespace (create, get, list, delete: records only, the pods here have no network to cut).
@@ -22,7 +23,7 @@ in for the image), with the pod's memory limit, its container's environment and 
 its emptyDir volumes at /sandbox and /tmp; it is Running and Ready once its sandbox is.
 Execs run in it one at a time; stdin streams in as it comes (through a FIFO the pod sees at
 /run/standin), ended by v5's close of stdin or, on v4, by the connection's end. Not here yet:
-watch, attach.
+attach, MODIFIED events (a pod here never changes once made).
 """
 import base64
 import hashlib
@@ -31,6 +32,7 @@ import datetime
 import http.server
 import json
 import os
+import queue
 import shutil
 import signal
 import tempfile
@@ -40,6 +42,7 @@ import ssl
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 import uuid
 
@@ -48,6 +51,7 @@ TOKENS = {"admin-token": "admin", "reader-token": "reader"}
 pods = {}  # (namespace, name) -> pod
 agents = {}  # (namespace, name) -> Agent
 netpols = {}  # (namespace, name) -> NetworkPolicy
+watchers = []  # (namespace, labelSelector, queue.Queue) of the open watches of pods
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 UNITS = {"Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "K": 1000, "M": 1000 ** 2, "G": 1000 ** 3, "": 1}
@@ -152,6 +156,13 @@ def running(pod):
     return pod
 
 
+def notify(ns, kind, pod):
+    """Tells the open watches of pods in ns (the caller holds the lock)."""
+    for wns, sel, q in watchers:
+        if wns == ns and matches(pod, sel):
+            q.put({"type": kind, "object": pod})
+
+
 def network_policies(method, ns, name, body, role):
     """NetworkPolicies are records here: the stand-in's pods have no network to cut."""
     verb = {"POST": "create", "DELETE": "delete"}.get(method, "get" if name else "list")
@@ -203,7 +214,7 @@ def handle(method, path, query, body, role):
     if method == "GET" and path == "/api/v1":
         return 200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
             {"name": "pods", "singularName": "", "namespaced": True, "kind": "Pod",
-             "verbs": ["create", "delete", "get", "list"], "shortNames": ["po"]},
+             "verbs": ["create", "delete", "get", "list", "watch"], "shortNames": ["po"]},
             {"name": "pods/exec", "singularName": "", "namespaced": True, "kind": "PodExecOptions",
              "verbs": ["create", "get"]}]}
     if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods" and parts[6] == "exec":
@@ -262,12 +273,14 @@ def handle(method, path, query, body, role):
                 return status(500, "InternalError", "the stand-in could not make the pod's sandbox: " + agent.error)
             agents[(ns, pname)] = agent
             pods[(ns, pname)] = running(pod)
+            notify(ns, "ADDED", pods[(ns, pname)])
             return 201, pods[(ns, pname)]
         pod = pods.get((ns, name))
         if pod is None:
             return status(404, "NotFound", 'pods "%s" not found' % name, {"name": name, "kind": "pods"})
         if verb == "delete":
             del pods[(ns, name)]
+            notify(ns, "DELETED", pod)
             agent = agents.pop((ns, name), None)
             if agent:
                 threading.Thread(target=agent.stop, args=(True,), daemon=True).start()
@@ -292,9 +305,51 @@ class Handler(http.server.BaseHTTPRequestHandler):
             code, answer = handle(method, url.path, urllib.parse.parse_qs(url.query, keep_blank_values=True), body, role)
         self.refuse(code, answer)
 
+    def watch_pods(self, ns, query):
+        """GET pods?watch=true: the matching pods as ADDED, then every change, as JSON lines in a
+        chunked answer, until timeoutSeconds (default 60) or the client goes."""
+        sel = query.get("labelSelector", [""])[0]
+        q = queue.Queue()
+        with lock:
+            for (pns, _), pod in sorted(pods.items()):
+                if pns == ns and matches(pod, sel):
+                    q.put({"type": "ADDED", "object": pod})
+            entry = (ns, sel, q)
+            watchers.append(entry)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.close_connection = True
+        deadline = time.time() + float(query.get("timeoutSeconds", ["60"])[0] or 60)
+        try:
+            while time.time() < deadline:
+                try:
+                    event = q.get(timeout=max(0.01, min(0.5, deadline - time.time())))
+                except queue.Empty:
+                    continue
+                line = json.dumps(event).encode() + b"\n"
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client went away
+            pass
+        finally:
+            with lock:
+                watchers.remove(entry)
+
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)
         parts = [p for p in url.path.split("/") if p]
+        query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        if (len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods"
+                and query.get("watch", [""])[0].lower() in ("true", "1")):
+            auth = self.headers.get("Authorization") or ""
+            if TOKENS.get(auth[len("Bearer "):]) is None or not auth.startswith("Bearer "):
+                return self.refuse(*status(401, "Unauthorized", "Unauthorized"))
+            if parts[3] not in NAMESPACES:
+                return self.refuse(*status(404, "NotFound", 'namespaces "%s" not found' % parts[3]))
+            return self.watch_pods(parts[3], query)
         if (len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods"
                 and parts[6] == "exec" and (self.headers.get("Upgrade") or "").lower() == "websocket"):
             return self.exec_ws(parts[3], parts[5], urllib.parse.parse_qs(url.query, keep_blank_values=True))
@@ -328,7 +383,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if chosen is None:
             return self.refuse(*status(400, "BadRequest", "none of the offered subprotocols is spoken here: %s"
                                        % ", ".join(offered)))
-        want_stdin = query.get("stdin", ["false"])[0] in ("true", "1")
+        want_stdin = query.get("stdin", ["false"])[0].lower() in ("true", "1")
         key = self.headers.get("Sec-WebSocket-Key") or ""
         accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
         self.send_response(101)

@@ -229,6 +229,10 @@ function _M.report()
             backends[#backends + 1] = { name = b.name, source = "probe", ok = e ~= nil, detail = (e
                 and format("usable: %s %s (API %s) answers at %s", engine.KINDS[b.name], e.version, e.api_version,
                     e.endpoint.name) or ("not usable here: " .. tostring(why))) .. pools }
+        elseif b.name == "kubernetes" and b.status == "available" then
+            -- its API server, and whether the policy accepts the cluster's isolation
+            local ok, detail = require("llmbox.backends").get("kubernetes").describe()
+            backends[#backends + 1] = { name = b.name, source = "probe", ok = ok, detail = detail .. pools }
         elseif built then
             backends[#backends + 1] = { name = b.name, source = "probe", ok = b.usable,
                 detail = (b.usable and "usable" or ("not usable here: " .. tostring(b.why))) .. pools

@@ -48,6 +48,16 @@ describe("the kubernetes backend, on the stand-in", function()
         assert.same({}, pods())
     end)
 
+    it("is described by llmbox doctor: the API server that answers, and whether the policy accepts", function()
+        local out = helpers.capture("env -u LLMBOX_POLICY " .. helpers.bin .. " doctor 2>&1")
+        local line = out:match("[^\n]*kubernetes  [^\n]*")
+        assert.is_truthy(line, out)
+        assert.matches("usable: the API server at " .. conn.server .. " answers (Kubernetes v1.32.0-llmbox-standin), "
+            .. "namespace sandboxes; policy \"default\" has not accepted the cluster's isolation", line, 1, true)
+        out = helpers.capture("LLMBOX_POLICY=kubernetes " .. helpers.bin .. " doctor 2>&1")
+        assert.matches('policy "kubernetes" accepts the cluster\'s isolation', out, 1, true)
+    end)
+
     it("runs code in a hardened pod with a deny-all NetworkPolicy, and removes both at close", function()
         local s = assert(llmbox.session({ backend = "kubernetes", policy = "kubernetes", image = "debian:12",
             lang = "python" }))

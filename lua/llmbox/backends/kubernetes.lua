@@ -363,6 +363,21 @@ function _M.driver()
         return true
     end
 
+    --- D.describe() -> ok, detail: for `llmbox doctor`: which API server answers, the namespace,
+    --- and whether the policy in force ($LLMBOX_POLICY, else default) accepts the cluster's isolation
+    function D.describe()
+        local pol = policy_mod.load(os.getenv("LLMBOX_POLICY") or "default")
+        local pods, err = connect(pol.kubernetes)
+        if not pods then return false, "not usable here: " .. tostring(err) end
+        local v
+        v, err = pods.client:request("GET", "/version", nil, "asking the API server its version")
+        if not v then return false, "not usable here: " .. tostring(err) end
+        local accepted = (pol.kubernetes or {}).isolation == "cluster" or os.getenv("LLMBOX_KUBERNETES_ISOLATION") == "cluster"
+        return true, format("usable: the API server at %s answers (Kubernetes %s), namespace %s; policy %q %s", pods.conn.server,
+            tostring(v.gitVersion), pods.ns, pol.name, accepted and "accepts the cluster's isolation"
+            or "has not accepted the cluster's isolation (sessions are refused: use -p kubernetes)")
+    end
+
     --- D.maintain() -> true | nil, err: deletes llmbox's pods whose maker died: at once when it
     --- was a process of this machine, else once older than the policy's gc_after
     function D.maintain()

@@ -173,7 +173,6 @@ end
 local Handle = setmetatable({}, { __index = engines.Handle })
 Handle.__index = Handle
 
-
 --- handle:sweep(): every process of the pod's user but the sweep's own (and the pod's first)
 function Handle:sweep()
     return self.engine:exec(self.id, { argv = { "/bin/sh", "-c", engines.SWEEP }, timeout_ms = INTERNAL_MS })

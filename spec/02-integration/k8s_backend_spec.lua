@@ -77,9 +77,10 @@ describe("the kubernetes backend, on the stand-in", function()
         assert.same({ [kpod.LABEL_SESSION] = p.metadata.labels[kpod.LABEL_SESSION] }, np[1].spec.podSelector.matchLabels)
 
         local r = assert(s:run("import os, sys\nprint(sorted(k for k in os.environ if k.startswith(('LLMBOX_SH', "
-            .. "'KUBERNETES'))))\nprint('err', file=sys.stderr)\nsys.exit(3)"))
-        -- the run sees its own environment: not the pod's (llmbox's scripts, the service variables)
-        assert.equal("[]\n", r.stdout)
+            .. "'KUBERNETES'))), os.environ['PYTHONUNBUFFERED'], os.getcwd())\nprint('err', file=sys.stderr)\nsys.exit(3)"))
+        -- the run sees its own environment (the recipe's), not the pod's (llmbox's scripts, the
+        -- service variables), in the workspace
+        assert.equal("[] 1 /sandbox\n", r.stdout)
         assert.equal("err\n", r.stderr)
         assert.equal(3, r.exit_code)
         -- a command longer than the exec request's URL can hold
@@ -151,6 +152,22 @@ describe("the kubernetes backend, on the stand-in", function()
         assert.is_nil(r)
         assert.matches("pod " .. name .. " was deleted during the run", err, 1, true)
         s:close()
+    end)
+
+    it("says that runs need exec's v5 protocol when the API server speaks only v4 (before Kubernetes 1.30)", function()
+        local old = require("spec.support.k8s_standin").start("K8S_STANDIN_PROTOCOLS=v4.channel.k8s.io")
+        local s
+        finally(function() -- (one finally per spec: a second would replace it)
+            if s then s:close() end
+            old.stop()
+            ffi.C.setenv("KUBECONFIG", dir .. "/kubeconfig", 1)
+        end)
+        ffi.C.setenv("KUBECONFIG", old.kubeconfig, 1)
+        s = assert(llmbox.session({ backend = "kubernetes", policy = "kubernetes", image = "debian:12",
+            lang = "python" }))
+        local r, err = s:run("print(1)")
+        assert.is_nil(r)
+        assert.matches("speaks v4.channel.k8s.io, which cannot end stdin", err, 1, true)
     end)
 
     it("maintenance deletes the pods of a dead llmbox process of this machine, and no live one's", function()

@@ -7,11 +7,12 @@ local uv = require "luv"
 
 local _M = {}
 
-function _M.start()
+--- start([env]) -> stand-in; env: a prefix of VAR=value for its command line
+function _M.start(env)
     local dir = helpers.tmpdir()
     local q = helpers.shell_quote
     local pidfile = dir .. "/pid"
-    assert(os.execute(("setsid /usr/bin/python3 %s %s >%s 2>&1 & echo $! > %s"):format(
+    assert(os.execute(("%s setsid /usr/bin/python3 %s %s >%s 2>&1 & echo $! > %s"):format(env or "",
         q(helpers.root .. "/spec/support/k8s_standin.py"), q(dir), q(dir .. "/log"), q(pidfile))))
     for _ = 1, 400 do
         if uv.fs_stat(dir .. "/kubeconfig") then break end

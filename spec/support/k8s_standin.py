@@ -4,7 +4,7 @@ documented subset of the core/v1 API the kubernetes backend uses for pods, so th
 tested where no cluster can run. Its honesty is checked by an official client
 (python3-kubernetes) in spec/02-integration/k8s_standin_spec.lua.
 
-    k8s_standin.py DIR
+    k8s_standin.py DIR      (K8S_STANDIN_PROTOCOLS: the exec subprotocols it speaks; default v5 and v4)
 
 serves HTTPS on 127.0.0.1 (a free port) with a throwaway CA, and writes DIR/kubeconfig (context
 "standin", namespace "sandboxes", the admin token) once it listens. Tokens: "admin-token" may do
@@ -53,6 +53,8 @@ agents = {}  # (namespace, name) -> Agent
 netpols = {}  # (namespace, name) -> NetworkPolicy
 watchers = []  # (namespace, labelSelector, queue.Queue) of the open watches of pods
 HERE = os.path.dirname(os.path.abspath(__file__))
+# the exec subprotocols spoken (K8S_STANDIN_PROTOCOLS="v4.channel.k8s.io": an API server before 1.30)
+SPOKEN = (os.environ.get("K8S_STANDIN_PROTOCOLS") or "v5.channel.k8s.io,v4.channel.k8s.io").split(",")
 ROOT = os.path.dirname(os.path.dirname(HERE))
 UNITS = {"Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "K": 1000, "M": 1000 ** 2, "G": 1000 ** 3, "": 1}
 
@@ -379,7 +381,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not argv:
             return self.refuse(*status(400, "BadRequest", "you must specify at least 1 command"))
         offered = [p.strip() for p in (self.headers.get("Sec-WebSocket-Protocol") or "").split(",")]
-        chosen = next((p for p in offered if p in ("v5.channel.k8s.io", "v4.channel.k8s.io")), None)
+        chosen = next((p for p in offered if p in SPOKEN), None)
         if chosen is None:
             return self.refuse(*status(400, "BadRequest", "none of the offered subprotocols is spoken here: %s"
                                        % ", ".join(offered)))

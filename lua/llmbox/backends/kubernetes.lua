@@ -35,8 +35,6 @@ local policy_mod = require "llmbox.policy"
 local setmetatable, tostring, tonumber, ipairs, pairs, format, unpack = setmetatable, tostring, tonumber, ipairs,
     pairs, string.format, unpack
 
-local _M = {}
-
 -- How long llmbox's own execs (sweeps, collects, resets) may take.
 local INTERNAL_MS = 30000
 
@@ -140,7 +138,6 @@ local function starter_argv(cmd, nproc, ns, pod, prefix_path)
     return { "/bin/sh", "-c", STARTER, "llmbox-start", "+", "", "", cmd.env and "clean" or "keep", rest[1] },
         format("%012d", #script) .. script
 end
-_M.starter_argv = starter_argv
 
 --- pods:exec_start(pod, { argv, env, cwd, user, stdin }) -> exec | nil, err (llmbox.k8s.exec's)
 function Pods:exec_start(id, cmd)
@@ -344,7 +341,7 @@ local function open(spec)
     return h
 end
 
-function _M.driver()
+local function driver()
     local D = { name = "kubernetes", layout = container.layout,
         description = "pods through the Kubernetes API (images; needs a cluster and its kubeconfig)" }
     D.capabilities = {
@@ -406,4 +403,4 @@ function _M.driver()
     return D
 end
 
-return _M.driver()
+return driver()

@@ -21,9 +21,7 @@ function _M.new(conn, opts)
     return setmetatable({ conn = conn, timeout_ms = opts and opts.timeout_ms or 30000 }, Client)
 end
 
-local function escape(s)
-    return (tostring(s):gsub("[^%w%-%._~]", function(c) return format("%%%02X", c:byte()) end))
-end
+local escape = util.url_encode
 
 -- One request; the decoded answer, or nil, err (explained) [, HTTP status].
 function Client:request(method, path, body, doing)

@@ -4,9 +4,10 @@
 -- engine's (llmbox.engine: send, close_stdin, peek, abandon, finish), so the run machinery of the
 -- engines' driver serves pods unchanged (llmbox.backends.kubernetes).
 --
--- The API server gives an exec no environment, working directory or user: the command is
--- started through `/bin/sh -c` with the caller's, and always runs as the pod's user. Every wait
--- yields to the caller's loop inside a task (llmbox.task). TLS is always verified.
+-- The API server gives an exec no environment, working directory or user: the command runs as
+-- the pod's user, in the container's directory and environment (the kubernetes driver's starter
+-- sets a run's own). Every wait yields to the caller's loop inside a task (llmbox.task). TLS is
+-- always verified.
 local ws_core = require "llmbox.ws_core"
 local channel = require "llmbox.k8s.channel"
 local task = require "llmbox.task"
@@ -29,25 +30,7 @@ local CHUNK = 256 * 1024
 -- How long a connection and its upgrade may take.
 local CONNECT_TIMEOUT_S = 15
 
-local function escape(s)
-    return (tostring(s):gsub("[^%w%-%._~]", function(c) return format("%%%02X", c:byte()) end))
-end
-
--- The command with the caller's environment and working directory: the API has neither.
--- `env -i` starts from nothing, as an engine's exec with Env does not; the pod's own variables
--- (PATH) are the recipes' to set.
-local START = 'cd -- "$1" || exit 126; shift; exec env -i "$@"'
-
---- exec.argv(cmd) -> argv: cmd.argv started with cmd.env (a list of "K=V") in cmd.cwd
-function _M.argv(cmd)
-    if not cmd.env and not cmd.cwd then return cmd.argv end
-    local argv = { "/bin/sh", "-c", START, "llmbox-exec", cmd.cwd or "/" }
-    for _, kv in ipairs(cmd.env or {}) do argv[#argv + 1] = kv end
-    -- (env takes its first argument without "=" for the command)
-    if cmd.argv[1]:find("=", 1, true) then return nil, "exec: the command's name may not contain '='" end
-    for _, a in ipairs(cmd.argv) do argv[#argv + 1] = a end
-    return argv
-end
+local escape = util.url_encode
 
 --- exec.path(ns, pod, container, argv, stdin) -> the exec request's path and query
 function _M.path(ns, pod, container, argv, stdin)
@@ -213,13 +196,12 @@ function Exec:finish(cmd, on_output)
     return { exit_code = code, stdout = concat(out), stderr = concat(errs) }
 end
 
---- exec.start(conn, { namespace, pod, container, argv, env, cwd, stdin }, explain) -> exec |
+--- exec.start(conn, { namespace, pod, container, argv, stdin }, explain) -> exec |
 --- nil, err, code: connects and upgrades; stdin, when not nil, is sent first and kept open for
 --- more (x:send, x:close_stdin). explain(status) -> message: what the API server says when it
 --- refuses the upgrade (asked again over plain HTTP, which carries its reason).
 function _M.start(conn, cmd, explain)
-    local argv, aerr = _M.argv(cmd)
-    if not argv then return nil, aerr, "EINVAL" end
+    local argv = cmd.argv
     local scheme, host, port, prefix = conn.server:match("^(https?)://([^/:]+):?(%d*)(.*)$")
     if not scheme then return nil, "the API server's address is not a URL: " .. tostring(conn.server), "EINVAL" end
     host = host:gsub("^%[(.*)%]$", "%1")

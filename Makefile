@@ -56,6 +56,9 @@ HELPER := build/lib/llmbox/container-exec
 # The program bwrap and nsjail start in the jails they built (backends/jail_ready.c): static, as any root
 # filesystem may be the jail's.
 READY := build/lib/llmbox/jail-ready
+# The kubernetes backend's syscall filter loader (backends/pod_filter.c): no libc, a few KB, as it
+# travels in each pod's environment.
+POD_FILTER := build/lib/llmbox/pod-filter
 
 # Debian packages: what building needs, and what the specs need on top.
 DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev libssl-dev libwebsockets-dev libhttp-parser-dev lua-cjson lua-luv python3
@@ -74,7 +77,7 @@ DEPS_TEST  := bubblewrap debootstrap lua-yaml python3-kubernetes lua-busted lua-
 
 .PHONY: all deps deps-test demo test test-fresh k8s-standin print-deps-test print-deps-langs soak lint format install uninstall clean paths
 
-all: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(HELPER) $(READY) paths
+all: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(HELPER) $(READY) $(POD_FILTER) paths
 
 build/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -100,6 +103,12 @@ $(WS_MODULE): $(WS_OBJ)
 $(HELPER): backends/container_exec.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -D_FORTIFY_SOURCE=2 -fstack-protector-strong $(CFLAGS) -static -s -o $@ $<
+
+$(POD_FILTER): backends/pod_filter.c
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) -Os -ffreestanding -fno-builtin -fno-stack-protector -fno-pie -no-pie \
+		-fno-asynchronous-unwind-tables -fno-tree-loop-distribute-patterns -nostdlib -static -s \
+		-Wl,--build-id=none -Wl,-z,noseparate-code -Wl,-z,norelro -o $@ $<
 
 $(READY): backends/jail_ready.c
 	@mkdir -p $(dir $@)
@@ -171,14 +180,14 @@ soak: deps-test
 lint: deps-test
 	@luacheck -q --formatter plain lua policies spec bench examples && echo "luacheck (.luacheckrc): ok"
 	@echo "clang-format check"
-	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) $(WS_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c $(HEADERS)
+	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) $(WS_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c backends/pod_filter.c $(HEADERS)
 	@$(MAKE) --no-print-directory clean >/dev/null
 	@$(MAKE) --no-print-directory all CFLAGS="-O2 -g" >/dev/null && echo "build with -Wall -Wextra -Werror: ok"
 
 format:
-	clang-format -i $(CORE_SRC) $(HTTP_SRC) $(WS_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c $(HEADERS)
+	clang-format -i $(CORE_SRC) $(HTTP_SRC) $(WS_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c backends/pod_filter.c $(HEADERS)
 
-install: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(HELPER)
+install: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(HELPER) $(READY) $(POD_FILTER)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR) $(DESTDIR)$(DATADIR)/policies/pools
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/llmbox
 	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/llmbox/core.so
@@ -186,6 +195,7 @@ install: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(HELPER)
 	install -m 0755 $(WS_MODULE) $(DESTDIR)$(LIBDIR)/llmbox/ws_core.so
 	install -m 0755 $(HELPER) $(DESTDIR)$(LIBDIR)/llmbox/container-exec
 	install -m 0755 $(READY) $(DESTDIR)$(LIBDIR)/llmbox/jail-ready
+	install -m 0755 $(POD_FILTER) $(DESTDIR)$(LIBDIR)/llmbox/pod-filter
 	cd lua && find llmbox -type d -exec install -d $(DESTDIR)$(LUADIR)/{} \;
 	cd lua && find llmbox -type f -exec install -m 0644 {} $(DESTDIR)$(LUADIR)/{} \;
 	install -d $(DESTDIR)$(LUADIR)/resty

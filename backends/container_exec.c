@@ -4,6 +4,11 @@
  * sandbox user and, for the program itself, reports what the engine cannot: the peak memory
  * and CPU time of that one process tree.
  *
+ * In a Kubernetes pod (lua/llmbox/backends/kubernetes.lua: a read-only configMap volume at
+ * /.llmbox) everything, this helper too, is the sandbox user already: there is nothing to drop
+ * but capabilities (none) and new privileges, and the spared interpreter is named in
+ * /tmp/llmbox/.spare, the one place a pod has.
+ *
  *   container-exec [--report FD] [--cells NONCE_FD] -- ARGV...
  *   container-exec --keep PIDS_EVENTS
  *   container-exec --sweep
@@ -60,10 +65,19 @@
 
 #define USAGE "usage: container-exec [--report FD] [--cells NONCE_FD] -- ARGV...\n"
 
+/* A pod's helper: the sandbox user already, as everything in the pod. */
+static bool is_sandbox_user(void)
+{
+	uid_t r, e, s;
+	return getresuid(&r, &e, &s) == 0 && r == SANDBOX_ID && e == SANDBOX_ID && s == SANDBOX_ID;
+}
+
 static int drop_privileges(void)
 {
-	if (setgroups(0, NULL) != 0 || setresgid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID) != 0 ||
-	    setresuid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID) != 0)
+	/* (a pod's user may not change its groups, and need not: the pod set them) */
+	if (!is_sandbox_user() &&
+	    (setgroups(0, NULL) != 0 || setresgid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID) != 0 ||
+	     setresuid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID) != 0))
 		return -1;
 	/* Leaving uid 0 clears the permitted, effective and ambient sets; inheritable ones would
 	 * survive, so they go too. */
@@ -118,8 +132,10 @@ static void sweep_all(void)
 
 /* An interactive session's interpreter outlives the runs beside it: its helper (--cells) names
  * its parent, the interpreter's wrapper, here ("PID STARTTIME"), and sweeps after a run or a
- * stopped run spare that tree. Root's private directory: no program can write it. */
-#define SPARE_FILE "/.llmbox/spare"
+ * stopped run spare that tree. Root's private directory: no program can write it. A pod has
+ * no such place (its programs could name a tree of theirs to be spared by the sweeps within
+ * their session; every session's end, and a pool's emptying, sweeps everything). */
+#define SPARE_FILE (is_sandbox_user() ? "/tmp/llmbox/.spare" : "/.llmbox/spare")
 
 /* A process's state, parent and start time (clock ticks since boot), from /proc/PID/stat. */
 static int read_stat(long pid, char *state, long *ppid, unsigned long long *start)
@@ -169,8 +185,15 @@ static bool in_tree(long pid, long root)
 	return false;
 }
 
-/* Kills every process (of uid `only`, unless it is -1) but init, itself and the spared tree,
- * in rounds until none is left, or 100 of them. */
+/* Whether pid is this process's parent, or its parent's, ...: a pod's run wrapper, which is
+ * the sandbox user's and sweeps through this helper once its program has ended. */
+static bool is_ancestor(long pid)
+{
+	return pid != getpid() && in_tree(getpid(), pid);
+}
+
+/* Kills every process (of uid `only`, unless it is -1) but init, itself, its ancestors and the
+ * spared tree, in rounds until none is left, or 100 of them. */
 static void sweep(long only)
 {
 	long keep = spared_root();
@@ -197,7 +220,7 @@ static void sweep(long only)
 			if (only >= 0 && (stat(path, &st) != 0 || (long)st.st_uid != only))
 				continue;
 			if (read_stat(pid, &state, &ppid, &start) != 0 || state == 'Z' ||
-			    (keep && in_tree(pid, keep)))
+			    (keep && in_tree(pid, keep)) || is_ancestor(pid))
 				continue;
 			if (kill((pid_t)pid, SIGKILL) == 0)
 				killed++;

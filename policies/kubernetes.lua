@@ -1,11 +1,11 @@
 -- The policy for the kubernetes backend (`-b kubernetes -p kubernetes`): default.lua's limits,
--- checks and environment, with the cluster's isolation accepted. A pod's syscalls are filtered
--- by the container runtime's default seccomp profile (not by the syscall rules below) and its
+-- checks, environment and syscall rules (llmbox loads them on every run's program, on top of the
+-- container runtime's own seccomp profile), with the cluster's isolation accepted: a pod's
 -- network is cut by a deny-all NetworkPolicy that llmbox makes for each pod, which the cluster's
 -- network plugin must enforce. Every other backend ignores the kubernetes section.
 return {
     extends = "default",
-    description = "default's limits on a Kubernetes cluster: the runtime's seccomp, a deny-all NetworkPolicy.",
+    description = "default's limits and syscall rules on a Kubernetes cluster, a deny-all NetworkPolicy.",
 
     kubernetes = {
         isolation = "cluster",

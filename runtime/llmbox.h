@@ -60,6 +60,8 @@ void lb_filter_free(lb_filter *f);
 /* The compiled program as a sealed memfd (CLOEXEC, at offset 0) of struct sock_filter, the form
  * bwrap's --seccomp takes; the caller closes it. */
 int lb_filter_memfd(const lb_filter *f, lb_error *err);
+/* The compiled program: *len bytes of struct sock_filter, owned by f. */
+const void *lb_filter_program(const lb_filter *f, size_t *len);
 /* Resolves a syscall name on the native architecture; -1 when unknown. */
 int lb_syscall_number(const char *name);
 /* The native architecture's name for syscall number nr, or NULL; valid until the next call in

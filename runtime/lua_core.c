@@ -217,6 +217,33 @@ static const lb_backend *check_backend(lua_State *L)
 
 static const lb_file *read_files(lua_State *L, int t, size_t *n);
 
+/* The policy's syscall rules (the spec's syscalls table) at index sc into sp; the names live on
+ * the Lua stack. */
+static void read_syscalls(lua_State *L, int sc, lb_syscall_policy *sp)
+{
+	sp->default_allow = true;
+	sp->deny_namespace_clone = true;
+	size_t n_ioctl = 0;
+	unsigned long *ioctls = NULL;
+	if (lua_istable(L, sc)) {
+		const char *def = opt_string(L, sc, "default", "allow");
+		sp->default_allow = strcmp(def, "deny") != 0;
+		const char *action = opt_string(L, sc, "action", "errno");
+		sp->kill = strcmp(action, "kill") == 0;
+		sp->deny_namespace_clone = opt_bool(L, sc, "deny_namespace_clone", true);
+		sp->deny = string_array(L, sc, "deny", &sp->n_deny);
+		sp->allow = string_array(L, sc, "allow", &sp->n_allow);
+		const char **names = string_array(L, sc, "deny_ioctls", &n_ioctl);
+		ioctls = lua_newuserdata(L, (n_ioctl ? n_ioctl : 1) * sizeof *ioctls);
+		for (size_t i = 0; i < n_ioctl; i++)
+			if (!(ioctls[i] = lb_ioctl_number(names[i])))
+				luaL_error(L, "syscalls.deny_ioctls: unknown ioctl \"%s\"",
+					   names[i]);
+	}
+	sp->deny_ioctls = ioctls;
+	sp->n_deny_ioctls = n_ioctl;
+}
+
 /* The open config at index 2; what it points to lives on the Lua stack. */
 static void read_open_config(lua_State *L, lb_open_config *out)
 {
@@ -259,29 +286,7 @@ static void read_open_config(lua_State *L, lb_open_config *out)
 	cfg.jail.n_ro = n_ro;
 
 	rawfield(L, 2, "syscalls");
-	int sc = lua_gettop(L);
-	lb_syscall_policy *sp = &cfg.syscalls;
-	sp->default_allow = true;
-	sp->deny_namespace_clone = true;
-	size_t n_ioctl = 0;
-	unsigned long *ioctls = NULL;
-	if (lua_istable(L, sc)) {
-		const char *def = opt_string(L, sc, "default", "allow");
-		sp->default_allow = strcmp(def, "deny") != 0;
-		const char *action = opt_string(L, sc, "action", "errno");
-		sp->kill = strcmp(action, "kill") == 0;
-		sp->deny_namespace_clone = opt_bool(L, sc, "deny_namespace_clone", true);
-		sp->deny = string_array(L, sc, "deny", &sp->n_deny);
-		sp->allow = string_array(L, sc, "allow", &sp->n_allow);
-		const char **names = string_array(L, sc, "deny_ioctls", &n_ioctl);
-		ioctls = lua_newuserdata(L, (n_ioctl ? n_ioctl : 1) * sizeof *ioctls);
-		for (size_t i = 0; i < n_ioctl; i++)
-			if (!(ioctls[i] = lb_ioctl_number(names[i])))
-				luaL_error(L, "syscalls.deny_ioctls: unknown ioctl \"%s\"",
-					   names[i]);
-	}
-	sp->deny_ioctls = ioctls;
-	sp->n_deny_ioctls = n_ioctl;
+	read_syscalls(L, lua_gettop(L), &cfg.syscalls);
 
 	/* bubblewrap, nsjail: wrap = { argv = {...}, ready = path, files = {{path, data}, ...},
 	 * config = text } */
@@ -1423,6 +1428,24 @@ static int l_cgroup(lua_State *L)
 	return 5;
 }
 
+/* core.filter_program(syscalls) -> bytes | nil, err: the seccomp program a native jail loads
+ * for these rules, as struct sock_filter bytes (for sandboxes llmbox does not start itself). */
+static int l_filter_program(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lb_syscall_policy sp = {0};
+	read_syscalls(L, 1, &sp);
+	lb_error err = {0};
+	lb_filter *f = lb_filter_build(&sp, &err);
+	if (!f)
+		return lb_lua_push_error(L, &err);
+	size_t len;
+	const void *prog = lb_filter_program(f, &len);
+	lua_pushlstring(L, prog, len);
+	lb_filter_free(f);
+	return 1;
+}
+
 static int l_syscall_number(lua_State *L)
 {
 	int nr = lb_syscall_number(luaL_checkstring(L, 1));
@@ -1519,6 +1542,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"backends", l_backends},
 					 {"probe", l_probe},
 					 {"syscall_number", l_syscall_number},
+					 {"filter_program", l_filter_program},
 					 {"syscall_names", l_syscall_names},
 					 {"ioctl_number", l_ioctl_number},
 					 {"listdir", l_listdir},

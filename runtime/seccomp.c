@@ -253,6 +253,12 @@ out:
 	return f;
 }
 
+const void *lb_filter_program(const lb_filter *f, size_t *len)
+{
+	*len = (size_t)f->prog.len * sizeof *f->prog.filter;
+	return f->prog.filter;
+}
+
 void lb_filter_free(lb_filter *f)
 {
 	if (f) {

@@ -53,6 +53,16 @@ describe("kubernetes pods #unpriv", function()
         -- it encodes as the API wants: empty annotations an object, lists arrays
         assert.matches('"annotations":{}', json.encode(p), 1, true)
         assert.matches('"drop":["ALL"]', json.encode(p), 1, true)
+        assert.equal(2, #s.volumes)
+    end)
+
+    it("mount llmbox's helpers read-only and executable at /.llmbox when given their configMap", function()
+        local o = {}
+        for k, v in pairs(OPTS) do o[k] = v end
+        o.helpers = "llmbox-helpers-0123"
+        local p = assert(pod.build(sandbox_spec(), o))
+        assert.same({ name = "llmbox", configMap = { name = "llmbox-helpers-0123", defaultMode = 365 } }, p.spec.volumes[3])
+        assert.same({ name = "llmbox", mountPath = "/.llmbox", readOnly = true }, p.spec.containers[1].volumeMounts[3])
     end)
 
     it("take what a cluster needs from a pod_manifest, as a table or JSON", function()

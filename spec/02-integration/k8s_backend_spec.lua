@@ -43,7 +43,7 @@ describe("the kubernetes backend, on the stand-in", function()
         local s, err = llmbox.session({ backend = "kubernetes", policy = "default", image = "debian:12" })
         assert.is_nil(s)
         assert.matches('policy "default" has not accepted the cluster\'s isolation', err, 1, true)
-        assert.matches("runtime's default seccomp profile", err, 1, true)
+        assert.matches("only where the cluster's network plugin enforces NetworkPolicies", err, 1, true)
         assert.matches('kubernetes = { isolation = "cluster" }', err, 1, true)
         assert.same({}, pods())
     end)
@@ -71,6 +71,14 @@ describe("the kubernetes backend, on the stand-in", function()
         assert.same({ "ALL" }, p.spec.containers[1].securityContext.capabilities.drop)
         assert.is_true(p.spec.containers[1].securityContext.readOnlyRootFilesystem)
         assert.equal("512Mi", p.spec.containers[1].resources.limits.memory)
+        -- llmbox's helpers: a configMap, read-only at /.llmbox, every file executable
+        local vol
+        for _, v in ipairs(p.spec.volumes) do
+            if v.name == "llmbox" then vol = v end
+        end
+        assert.matches("^llmbox%-helpers%-%x+$", vol.configMap.name)
+        assert.equal(365, vol.configMap.defaultMode)
+        assert.same({ name = "llmbox", mountPath = "/.llmbox", readOnly = true }, p.spec.containers[1].volumeMounts[3])
         local np = netpols()
         assert.equal(1, #np)
         assert.same({ "Ingress", "Egress" }, np[1].spec.policyTypes)
@@ -127,7 +135,42 @@ describe("the kubernetes backend, on the stand-in", function()
         s:close()
     end)
 
+    it("loads the policy's own syscall rules on every run's program, and its helpers cannot be changed", function()
+        -- a rule the stand-in's own jail does not have: only llmbox's filter in the pod refuses it
+        local pol = helpers.tmpname(".lua")
+        helpers.write(pol, 'return { extends = "kubernetes", syscalls = { deny = { append = { "getpriority" } } } }')
+        local code = "import os\ntry:\n    os.getpriority(os.PRIO_PROCESS, 0)\n    print('allowed')\n"
+            .. "except OSError as e:\n    print('refused', e.errno)\n"
+            .. "for f in ('/.llmbox/exec', '/.llmbox/filter'):\n    try:\n        open(f, 'ab')\n"
+            .. "    except OSError as e:\n        print(f, 'unwritable')\n"
+            .. "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('NoNewPrivs')])"
+        local s = assert(llmbox.session({ backend = "kubernetes", policy = pol, image = "debian:12", lang = "python" }))
+        local r = s:run(code)
+        s:close()
+        assert.equal("refused 1\n/.llmbox/exec unwritable\n/.llmbox/filter unwritable\n['1']\n", r.stdout)
+        -- the control: the same run under the kubernetes policy, which allows it
+        s = assert(llmbox.session({ backend = "kubernetes", policy = "kubernetes", image = "debian:12", lang = "python" }))
+        r = s:run("import os\nos.getpriority(os.PRIO_PROCESS, 0)\nprint('allowed')")
+        s:close()
+        assert.equal("allowed\n", r.stdout)
+    end)
+
+    it("fails clearly when the credentials may not make llmbox's helpers configMap (RBAC), leaving nothing", function()
+        -- (namespace default: no session made the configMap there)
+        local pol = helpers.tmpname(".lua")
+        helpers.write(pol, 'return { extends = "kubernetes", kubernetes = { context = "reader", namespace = "default" } }')
+        local s, err = llmbox.session({ backend = "kubernetes", policy = pol, image = "debian:12" })
+        assert.is_nil(s)
+        assert.matches("creating configmap llmbox-helpers-", err, 1, true)
+        assert.matches("refused by the cluster's RBAC (403 Forbidden)", err, 1, true)
+        assert.matches("need get and create on configmaps", err, 1, true)
+        assert.same({}, assert(client:list_pods("default", { [kpod.LABEL_MANAGED] = "llmbox" })).items)
+    end)
+
     it("fails clearly when the credentials may not make the pod's NetworkPolicy (RBAC), leaving nothing", function()
+        -- (the helpers' configMap is there: an earlier session of the namespace made it)
+        local first = assert(llmbox.session({ backend = "kubernetes", policy = "kubernetes", image = "debian:12" }))
+        first:close()
         local pol = helpers.tmpname(".lua")
         helpers.write(pol, 'return { extends = "kubernetes", kubernetes = { context = "reader" } }')
         local s, err = llmbox.session({ backend = "kubernetes", policy = pol, image = "debian:12" })

@@ -37,6 +37,10 @@ if workspace > 0 then policy.limits.workspace = workspace end
 if tmp > 0 then policy.limits.tmp = tmp end
 -- the execs' stdin FIFOs (argv[6]: the stand-in's directory for this pod), read-only inside
 if arg[6] then policy.filesystem.ro[#policy.filesystem.ro + 1] = { src = arg[6], dst = "/run/standin" } end
+-- the pod's configMap volumes (argv[7]: JSON, [{src, dst}]), read-only as a kubelet mounts them
+for _, m in ipairs(json.decode(arg[7] or "[]") or {}) do
+    policy.filesystem.ro[#policy.filesystem.ro + 1] = { src = m.src, dst = m.dst }
+end
 
 local s, err = llmbox.session{ backend = "native", policy = policy }
 local function say(t)

@@ -16,7 +16,10 @@ Routes: GET /version, /api, /api/v1, /apis (discovery); pods in a namespace: POS
 DELETE NAME, and GET NAME/exec over a websocket
 (v5.channel.k8s.io or v4.channel.k8s.io, as the client prefers: one byte naming the stream, then
 its data; the exit status as a Status on channel 3); networking.k8s.io/v1 networkpolicies in a
-namespace (create, get, list, delete: records only, the pods here have no network to cut).
+namespace (create, get, list, delete: records only, the pods here have no network to cut);
+configmaps in a namespace (create, get, list, delete; data and binaryData), which a pod's
+configMap volumes show read-only (files of defaultMode, else 0644); a pod whose configMap is
+missing stays Pending (ContainerCreating), as a kubelet leaves it.
 
 A pod is a session of llmbox's native backend (spec/support/k8s_pod.lua: the host's /usr stands
 in for the image), with the pod's memory limit, its container's environment and the sizes of
@@ -51,6 +54,7 @@ TOKENS = {"admin-token": "admin", "reader-token": "reader"}
 pods = {}  # (namespace, name) -> pod
 agents = {}  # (namespace, name) -> Agent
 netpols = {}  # (namespace, name) -> NetworkPolicy
+configmaps = {}  # (namespace, name) -> ConfigMap
 watchers = []  # (namespace, labelSelector, queue.Queue) of the open watches of pods
 HERE = os.path.dirname(os.path.abspath(__file__))
 # the exec subprotocols spoken (K8S_STANDIN_PROTOCOLS="v4.channel.k8s.io": an API server before 1.30)
@@ -69,7 +73,7 @@ def quantity(text):
 class Agent:
     """A pod's sandbox: k8s_pod.lua's process and the lock its execs take turns on."""
 
-    def __init__(self, memory, pod_env, sizes):
+    def __init__(self, memory, pod_env, sizes, mounts):
         self.cancel = os.path.join(OUT, "cancel-" + uuid.uuid4().hex)
         # the execs' stdin FIFOs, which the pod sees read-only at /run/standin
         self.dir = os.path.join(FIFOS, "pod-" + uuid.uuid4().hex)
@@ -78,9 +82,11 @@ class Agent:
         env = dict(os.environ, LUA_PATH="%s/lua/?.lua;%s/lua/?/init.lua;;" % (ROOT, ROOT),
                    LUA_CPATH="%s/build/lib/?.so;;" % ROOT)
         self.proc = subprocess.Popen(["luajit", os.path.join(HERE, "k8s_pod.lua"), str(memory), self.cancel, json.dumps(pod_env),
-                                      str(sizes.get("/sandbox", 0)), str(sizes.get("/tmp", 0)), self.dir], env=env,
+                                      str(sizes.get("/sandbox", 0)), str(sizes.get("/tmp", 0)), self.dir,
+                                      json.dumps(mounts)], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.lock = threading.Lock()
+        self.mounts = mounts
         first = json.loads(self.proc.stdout.readline() or b'{"error": "the pod agent ended"}')
         self.error = first.get("error")
 
@@ -115,6 +121,8 @@ class Agent:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+        for m in self.mounts:
+            shutil.rmtree(m["src"], ignore_errors=True)
 lock = threading.Lock()
 
 
@@ -198,6 +206,73 @@ def network_policies(method, ns, name, body, role):
         return 200, np
 
 
+def config_maps(method, ns, name, body, role):
+    verb = {"POST": "create", "DELETE": "delete"}.get(method, "get" if name else "list")
+    if role != "admin" and verb not in ("get", "list"):
+        return status(403, "Forbidden", 'configmaps is forbidden: User "reader" cannot %s resource "configmaps" in API '
+                      'group "" in the namespace "%s"' % (verb, ns), {"kind": "configmaps"})
+    if ns not in NAMESPACES:
+        return status(404, "NotFound", 'namespaces "%s" not found' % ns, {"name": ns, "kind": "namespaces"})
+    with lock:
+        if verb == "list":
+            items = [c for (cns, _), c in sorted(configmaps.items()) if cns == ns]
+            return 200, {"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {}, "items": items}
+        if verb == "create":
+            cm = json.loads(body or b"{}")
+            cmname = (cm.get("metadata") or {}).get("name")
+            if not cmname:
+                return status(422, "Invalid", 'ConfigMap "" is invalid: metadata.name: Required value')
+            try:
+                size = sum(len(v) for v in (cm.get("data") or {}).values()) + \
+                    sum(len(base64.b64decode(v)) for v in (cm.get("binaryData") or {}).values())
+            except ValueError:
+                return status(400, "BadRequest", 'ConfigMap "%s": binaryData is not base64' % cmname)
+            if size > 1024 * 1024:
+                return status(422, "Invalid", 'ConfigMap "%s" is invalid: []: Too long: must have at most 1048576 bytes'
+                              % cmname)
+            if (ns, cmname) in configmaps:
+                return status(409, "AlreadyExists", 'configmaps "%s" already exists' % cmname,
+                              {"name": cmname, "kind": "configmaps"})
+            cm["metadata"]["namespace"] = ns
+            configmaps[(ns, cmname)] = cm
+            return 201, cm
+        cm = configmaps.get((ns, name))
+        if cm is None:
+            return status(404, "NotFound", 'configmaps "%s" not found' % name, {"name": name, "kind": "configmaps"})
+        if verb == "delete":
+            del configmaps[(ns, name)]
+        return 200, cm
+
+
+def config_map_volume(ns, volume, directory):
+    """Writes a configMap volume's files into directory; None when the configMap is missing."""
+    cm = configmaps.get((ns, volume.get("name")))
+    if cm is None:
+        return None
+    mode = volume.get("defaultMode", 0o644)
+    os.makedirs(directory)
+    os.chmod(directory, 0o755)
+    files = {k: v.encode() for k, v in (cm.get("data") or {}).items()}
+    files.update({k: base64.b64decode(v) for k, v in (cm.get("binaryData") or {}).items()})
+    for key, data in files.items():
+        path = os.path.join(directory, key)
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, mode)
+    return directory
+
+
+def pending(pod, why):
+    """A pod the kubelet cannot start: Pending, its container waiting in ContainerCreating."""
+    pod = running(pod)
+    pod["status"]["phase"] = "Pending"
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}]
+    for cs in pod["status"]["containerStatuses"]:
+        cs.update({"ready": False, "started": False,
+                   "state": {"waiting": {"reason": "ContainerCreating", "message": why}}})
+    return pod
+
+
 def handle(method, path, query, body, role):
     parts = [p for p in path.split("/") if p]
     if method == "GET" and path == "/version":
@@ -218,7 +293,9 @@ def handle(method, path, query, body, role):
             {"name": "pods", "singularName": "", "namespaced": True, "kind": "Pod",
              "verbs": ["create", "delete", "get", "list", "watch"], "shortNames": ["po"]},
             {"name": "pods/exec", "singularName": "", "namespaced": True, "kind": "PodExecOptions",
-             "verbs": ["create", "get"]}]}
+             "verbs": ["create", "get"]},
+            {"name": "configmaps", "singularName": "", "namespaced": True, "kind": "ConfigMap",
+             "verbs": ["create", "delete", "get", "list"], "shortNames": ["cm"]}]}
     if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods" and parts[6] == "exec":
         # as the API server: who may, and which pod, before the missing upgrade
         if role != "admin":
@@ -231,6 +308,8 @@ def handle(method, path, query, body, role):
     if parts[:4] == ["apis", "networking.k8s.io", "v1", "namespaces"] and len(parts) in (6, 7) \
             and parts[5] == "networkpolicies":
         return network_policies(method, parts[4], parts[6] if len(parts) == 7 else None, body, role)
+    if len(parts) in (5, 6) and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "configmaps":
+        return config_maps(method, parts[3], parts[5] if len(parts) == 6 else None, body, role)
     if len(parts) < 5 or parts[:3] != ["api", "v1", "namespaces"] or parts[4] != "pods" or len(parts) > 6:
         return status(404, "NotFound", "the server could not find the requested resource")
     ns, name = parts[3], (parts[5] if len(parts) == 6 else None)
@@ -264,12 +343,22 @@ def handle(method, path, query, body, role):
             limits = (containers[0].get("resources") or {}).get("limits") or {}
             # the sizes of the emptyDir volumes at /sandbox and /tmp are the sandbox's
             volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
-            sizes = {}
+            sizes, mounts = {}, []
             for m in containers[0].get("volumeMounts") or []:
-                empty = (volumes.get(m.get("name")) or {}).get("emptyDir")
+                volume = volumes.get(m.get("name")) or {}
+                empty = volume.get("emptyDir")
                 if empty and empty.get("sizeLimit"):
                     sizes[m.get("mountPath")] = quantity(str(empty["sizeLimit"]))
-            agent = Agent(quantity(str(limits.get("memory", "0"))), containers[0].get("env") or [], sizes)
+                if volume.get("configMap"):
+                    # (read-only whatever the mount says, as the kubelet mounts them)
+                    src = config_map_volume(ns, volume["configMap"], os.path.join(FIFOS, "cm-" + uuid.uuid4().hex))
+                    if src is None:
+                        pods[(ns, pname)] = pending(pod, 'MountVolume.SetUp failed for volume "%s" : configmap "%s" '
+                                                    'not found' % (m.get("name"), volume["configMap"].get("name")))
+                        notify(ns, "ADDED", pods[(ns, pname)])
+                        return 201, pods[(ns, pname)]
+                    mounts.append({"src": src, "dst": m.get("mountPath")})
+            agent = Agent(quantity(str(limits.get("memory", "0"))), containers[0].get("env") or [], sizes, mounts)
             if agent.error:
                 agent.stop()
                 return status(500, "InternalError", "the stand-in could not make the pod's sandbox: " + agent.error)

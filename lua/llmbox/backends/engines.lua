@@ -172,10 +172,17 @@ end
 -- digits), the request (see llmbox.warm), then the program's stdin up to EOF. Nothing on stdin
 -- (the pool dropped the program) ends it.
 local WRAPPER = COUNTERS .. [[
-drop= run= rus=
+drop= run= rus= filt= private=
 case $1 in
-helper) drop="/.llmbox/exec --" run="/.llmbox/exec --report 8 --" ;;
-root) drop="setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all --" run=$drop ;;
+helper) drop="/.llmbox/exec --" run="/.llmbox/exec --report 8 --" private=1 ;;
+root) drop="setpriv --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all --" run=$drop private=1 ;;
+# a pod's (llmbox.backends.kubernetes): llmbox's helpers are in a read-only volume at
+# /.llmbox, but the wrapper is the sandbox user's, with no private place; the program starts
+# under the policy's syscall filter, loaded by /.llmbox/filter (the filter itself, in hex,
+# comes in the pod's environment, which the wrapper drops)
+pod) drop="/.llmbox/exec --" run=$drop filt=$LLMBOX_FILTER_BPF
+  unset LLMBOX_FILTER_BPF
+  [ -n "$filt" ] || { echo "llmbox: the pod has no syscall filter" >&2; exit 125; } ;;
 esac
 mode=$2; in=$3; probe=$4; shift 4
 fail() { echo "llmbox: $1" >&2; exit 125; }
@@ -201,12 +208,13 @@ case $1 in /*)
     shift; set -- "$p" "$@"
   fi ;;
 esac
+[ -z "$filt" ] || set -- /.llmbox/filter "$filt" -- "$@"
 # where a stopped run's counts are read from, and a warm program's channel is made: root's
 # private tmpfs (container.PRIVATE) when the wrapper is root's, out of the program's sight
-b=/tmp/llmbox/.before w=/tmp/llmbox; [ -z "$drop" ] || b=/.llmbox/before w=/.llmbox
+b=/tmp/llmbox/.before w=/tmp/llmbox; [ -z "$private" ] || b=/.llmbox/before w=/.llmbox
 # (a wrapper that is the program's own user keeps none: the program could read or forge it, and
 # a pod has no place it cannot see)
-keep_before() { [ -z "$drop" ] || printf '%s\n' "$before" > "$b" 2>/dev/null; }
+keep_before() { [ -z "$private" ] || printf '%s\n' "$before" > "$b" 2>/dev/null; }
 $drop mkdir -p /tmp/llmbox 2>/dev/null
 # the program gets the exec's stderr (fd 6 here); the wrapper's own goes nowhere (sh reports a
 # job killed by a signal, "Killed", which is not the program's output)
@@ -678,7 +686,7 @@ end
 function Handle:prestart(spec, mode)
     if not self.id then return nil, "session is closed" end
     local interactive = mode == "interactive"
-    if interactive and self.drop ~= "helper" then
+    if interactive and self.drop ~= "helper" and self.drop ~= "pod" then
         return nil, format("an interactive interpreter on %s needs llmbox's helper in the container, which this "
             .. "container could not take (it drops to the sandbox user with %s)", self.kind, self.drop), "EOPNOTSUPP"
     end

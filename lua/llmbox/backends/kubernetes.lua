@@ -12,14 +12,19 @@
 --   * the API cannot signal an exec: a stopped run (its wall clock, its output cap) is ended by
 --     an exec that kills every process of the pod's user but itself, and the pod's first
 --     process, which no process in its pid namespace can kill;
---   * no warm programs (a pool's prestarted interpreter keeps an exec open waiting for stdin,
---     which the channel protocol cannot hand over without ending it): pools keep ready pods;
---   * the syscall filter is the runtime's default seccomp profile and the network is cut by a
---     deny-all NetworkPolicy that the cluster's network plugin must enforce: neither is llmbox's
---     own, so a policy must accept them (kubernetes.isolation = "cluster") or the backend refuses;
---   * no commit, no attach, no installs that need a network, no interactive cells yet.
+--   * a pool's warm program is an exec whose interpreter waits on the exec's open stdin;
+--   * the policy's syscall filter (the program a native jail loads) is loaded on each run's
+--     program by a small loader the pod's environment holds (backends/pod_filter.c), on top of
+--     the runtime's own profile; the network is cut by a deny-all NetworkPolicy that the
+--     cluster's network plugin must enforce, which is not llmbox's own, so a policy must accept
+--     it (kubernetes.isolation = "cluster") or the backend refuses;
+--   * llmbox's helpers (runs, sweeps, interactive cells' channel, the filter's loader) are in a
+--     read-only configMap volume at /.llmbox: the one place of a pod its user cannot write;
+--   * no commit, no attach, no installs that need a network.
 -- Every refusal names what was asked and why. Pods are deleted at close; those of a process
 -- that died are deleted by the maintenance (by owner on this machine, by age on others).
+local core = require "llmbox.core"
+local artifacts = require "llmbox.artifacts"
 local engines = require "llmbox.backends.engines"
 local engine = require "llmbox.engine"
 local container = require "llmbox.backends.container"
@@ -48,6 +53,14 @@ local OWNER = "llmbox.dev/owner"
 local KEEPER = { "/bin/sh", "-c", "exec sleep 2147483647" }
 
 -- The pods of a cluster, as the engines' Handle calls its engine: exec_start and exec.
+-- A new pod's check: its workspace and /tmp are its user's, and llmbox's helpers run there (a
+-- node of another architecture, a kernel without seccomp: exit 3, with the reason).
+local OPEN_PROBE = [[
+mkdir -p /tmp/llmbox && [ -w /sandbox ] && [ -w /tmp ] || exit 1
+/.llmbox/exec -- /.llmbox/filter "$LLMBOX_FILTER_BPF" -- /bin/sh -c true ||
+  { echo "on $(uname -m 2>/dev/null || echo "an unknown architecture")" >&2; exit 3; }
+]]
+
 local Pods = {}
 Pods.__index = Pods
 
@@ -74,7 +87,9 @@ case $v in
    n=$(dd bs=1 count=12 2>/dev/null); s=$(dd bs=1 count="$n" 2>/dev/null; echo .); s=${s%.} ;;
 *) eval "s=\${$v}" ;;
 esac
-[ "$how" = clean ] && exec env -i /bin/sh -c "$pre$s$post" "$@"
+# (a run's wrapper takes the syscall filter from the pod's environment, and drops it)
+[ "$how" = clean ] && exec env -i ${LLMBOX_FILTER_BPF:+"LLMBOX_FILTER_BPF=$LLMBOX_FILTER_BPF"} \
+  /bin/sh -c "$pre$s$post" "$@"
 exec /bin/sh -c "$pre$s$post" "$@"
 ]]
 local SCRIPT_ENV = {}
@@ -84,6 +99,56 @@ do
     -- the longest first: a script may begin with another (the wrapper with the counters)
     table.sort(list, function(a, b) return #a > #b end)
     for i, text in ipairs(list) do SCRIPT_ENV[i] = { name = "LLMBOX_SH_" .. i, text = text } end
+end
+
+-- llmbox's helpers in every pod, read-only at /.llmbox: the engines' helper (container-exec:
+-- runs, sweeps that spare an interactive interpreter, its cells' channel) and the syscall
+-- filter's loader (pod-filter), both beside the C module or where `make install` put them. A
+-- pod's user can write every other place of the pod, so they come in a configMap volume: one
+-- per namespace and content (llmbox-helpers-<sha256>), made when missing and left for the next
+-- sessions (it holds no secret: llmbox's own programs).
+local HELPERS = { exec = "container-exec", filter = "pod-filter" }
+local helpers_data, helpers_name
+local made_helpers = {} -- server .. namespace .. name: seen on the API server
+
+local function helpers_config_map(pods)
+    if not helpers_data then
+        local so = package.searchpath("llmbox.core", package.cpath)
+        local data, digest = {}, {}
+        for _, key in ipairs({ "exec", "filter" }) do
+            local bin = so and util.read_file((so:gsub("core%.so$", HELPERS[key])))
+            if not bin then
+                return nil, format("llmbox's %s (beside its core module, %s) is missing: reinstall llmbox (make install)",
+                    HELPERS[key], tostring(so))
+            end
+            data[key], digest[#digest + 1] = artifacts.base64(bin), core.sha256(bin)
+        end
+        helpers_data = data
+        helpers_name = "llmbox-helpers-" .. core.sha256(table.concat(digest)):sub(1, 16)
+    end
+    local key = pods.conn.server .. "\0" .. pods.ns .. "\0" .. helpers_name
+    if made_helpers[key] then return helpers_name end
+    local _, err, code = pods.client:get_config_map(pods.ns, helpers_name)
+    if code == 404 then
+        _, err, code = pods.client:create_config_map({ apiVersion = "v1", kind = "ConfigMap",
+            metadata = { name = helpers_name, namespace = pods.ns, labels = { [kpod.LABEL_MANAGED] = "llmbox" } },
+            binaryData = helpers_data, immutable = true })
+        if code == 409 then err = nil end -- made by another session meanwhile
+    end
+    if err then
+        return nil, err .. " (llmbox's helpers reach each pod in a configMap: the credentials need get and create on "
+            .. "configmaps in the namespace)"
+    end
+    made_helpers[key] = true
+    return helpers_name
+end
+
+-- The policy's syscall filter for the pod's runs, for its environment: the program llmbox
+-- compiles from the rules (the one a native jail loads), in hex; /.llmbox/filter loads it.
+local function filter_hex(syscalls)
+    local prog, err = core.filter_program(syscalls or {})
+    if not prog then return nil, "compiling the policy's syscall rules: " .. tostring(err) end
+    return (prog:gsub(".", function(c) return format("%02x", c:byte()) end))
 end
 
 local function sh_quote(v) return "'" .. v:gsub("'", "'\\''") .. "'" end
@@ -170,9 +235,12 @@ end
 local Handle = setmetatable({}, { __index = engines.Handle })
 Handle.__index = Handle
 
---- handle:sweep(): every process of the pod's user but the sweep's own (and the pod's first)
-function Handle:sweep()
-    return self.engine:exec(self.id, { argv = { "/bin/sh", "-c", engines.SWEEP }, timeout_ms = INTERNAL_MS })
+--- handle:sweep(all): every process of the pod's user but the sweep's own (and the pod's
+--- first), and but an interactive interpreter's tree unless all (llmbox's helper spares it)
+function Handle:sweep(all)
+    local argv = all and { "/bin/sh", "-c", "rm -f /tmp/llmbox/.spare; " .. engines.SWEEP }
+        or { "/.llmbox/exec", "--sweep" }
+    return self.engine:exec(self.id, { argv = argv, timeout_ms = INTERNAL_MS })
 end
 
 --- handle:fit(limits) -> true | nil, err: a pod's memory and CPU are its own from its making
@@ -292,21 +360,28 @@ local function open(spec)
     if not pods then return nil, k end
     -- (or the operator's, for every policy: LLMBOX_KUBERNETES_ISOLATION=cluster)
     if k.isolation ~= "cluster" and os.getenv("LLMBOX_KUBERNETES_ISOLATION") ~= "cluster" then
-        return nil, format("policy %q has not accepted the cluster's isolation: on kubernetes a pod's syscalls are "
-            .. "filtered by the container runtime's default seccomp profile, not by the policy's syscall rules, and "
-            .. "its network is cut by a deny-all NetworkPolicy only where the cluster's network plugin enforces "
-            .. "NetworkPolicies; if that is acceptable, set kubernetes = { isolation = \"cluster\" } in the policy (or "
-            .. "LLMBOX_KUBERNETES_ISOLATION=cluster in the environment, for every policy)",
+        return nil, format("policy %q has not accepted the cluster's isolation: on kubernetes a pod's network is cut "
+            .. "by a deny-all NetworkPolicy only where the cluster's network plugin enforces NetworkPolicies, and its "
+            .. "namespaces, capabilities and limits are the container runtime's (llmbox adds the policy's syscall "
+            .. "filter to every run); if that is acceptable, set kubernetes = { isolation = \"cluster\" } in the policy "
+            .. "(or LLMBOX_KUBERNETES_ISOLATION=cluster in the environment, for every policy)",
             pol.name), "EPERM"
     end
+    local helpers, herr = helpers_config_map(pods)
+    if not helpers then return nil, herr end
     local session = util.random_hex(6)
     local name = "llmbox-" .. session
     local p, err = kpod.build(spec, { name = name, namespace = pods.ns, image = spec.image, command = KEEPER,
-        session = session, labels = k.labels, annotations = k.annotations, manifest = k.pod_manifest })
+        session = session, labels = k.labels, annotations = k.annotations, manifest = k.pod_manifest,
+        helpers = helpers })
     if not p then return nil, err, "EINVAL" end
     p.metadata.annotations[OWNER] = (engines.owner_label():gsub("/", "."))
     local env = p.spec.containers[1].env or {}
     for _, lib in ipairs(SCRIPT_ENV) do env[#env + 1] = { name = lib.name, value = lib.text } end
+    local filter
+    filter, err = filter_hex(spec.syscalls)
+    if not filter then return nil, err end
+    env[#env + 1] = { name = "LLMBOX_FILTER_BPF", value = filter }
     p.spec.containers[1].env = env
     -- the pod's network is cut before the pod exists: a refusal (RBAC) leaves nothing running
     local made
@@ -320,7 +395,7 @@ local function open(spec)
         pods.client:delete_network_policy(pods.ns, name)
         return nil, err
     end
-    local h = setmetatable({ engine = pods, kind = "kubernetes", spec = spec, id = name, drop = "user",
+    local h = setmetatable({ engine = pods, kind = "kubernetes", spec = spec, id = name, drop = "pod",
         root_wrapper = false, keeper = 1, ceilings = { memory = spec.limits.memory, processes = spec.limits.processes,
             cpus = spec.limits.cpus } }, Handle)
     local ready
@@ -329,14 +404,19 @@ local function open(spec)
         h:close()
         return nil, err
     end
-    -- the workspace the runs write: the pod's emptyDir, which must be the pod user's
+    -- the workspace the runs write: the pod's emptyDir, which must be the pod user's; and the
+    -- syscall filter's loader must load it on the pod's node (its architecture, its kernel)
     local res
-    res, err = pods:exec(name, { argv = { "/bin/sh", "-c", 'mkdir -p /tmp/llmbox && [ -w /sandbox ] && [ -w /tmp ]' },
-        timeout_ms = INTERNAL_MS })
+    res, err = pods:exec(name, { argv = { "/bin/sh", "-c", OPEN_PROBE }, timeout_ms = INTERNAL_MS })
     if not res or res.exit_code ~= 0 then
         h:close()
+        local why = res and (res.stderr ~= "" and res.stderr:gsub("%s+$", "") or ("exit " .. tostring(res.exit_code)))
+        if res and res.exit_code == 3 then
+            return nil, format("pod %s cannot run llmbox's helpers and syscall filter (they are built for %s): %s",
+                name, ({ x64 = "x86_64", arm64 = "aarch64" })[jit.arch] or jit.arch, why)
+        end
         return nil, format("pod %s started, but its /sandbox and /tmp are not writable by its user: %s", name,
-            tostring(res and (res.stderr ~= "" and res.stderr or ("exit " .. tostring(res.exit_code))) or err))
+            tostring(why or err))
     end
     return h
 end
@@ -345,9 +425,10 @@ local function driver()
     local D = { name = "kubernetes", layout = container.layout,
         description = "pods through the Kubernetes API (images; needs a cluster and its kubeconfig)" }
     D.capabilities = {
-        -- network_policy: a deny-all NetworkPolicy per pod, under the accepted cluster isolation
-        pool = true, persistent_workspace = true, network_policy = true, seccomp = false, images = true,
-        interactive = false, existing_sandbox = false, egress = false, commit = false, rootfs = false,
+        -- network_policy: a deny-all NetworkPolicy per pod, under the accepted cluster isolation;
+        -- seccomp: the policy's own filter on each run's program (pod-filter), on top of the pod's
+        pool = true, persistent_workspace = true, network_policy = true, seccomp = true, images = true,
+        interactive = true, existing_sandbox = false, egress = false, commit = false, rootfs = false,
     }
 
     function D.usable()

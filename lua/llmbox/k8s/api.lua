@@ -79,6 +79,20 @@ function Client:delete_network_policy(ns, name)
         format("deleting network policy %s in namespace %s", name, ns))
 end
 
+local function config_map_path(ns, name)
+    return "/api/v1/namespaces/" .. escape(ns) .. "/configmaps" .. (name and ("/" .. escape(name)) or "")
+end
+
+--- client:get_config_map(ns, name) / client:create_config_map(cm): llmbox's helpers for pods
+function Client:get_config_map(ns, name)
+    return self:request("GET", config_map_path(ns, name), nil, format("reading configmap %s in namespace %s", name, ns))
+end
+
+function Client:create_config_map(cm)
+    local ns, name = cm.metadata.namespace, cm.metadata.name
+    return self:request("POST", config_map_path(ns), cm, format("creating configmap %s in namespace %s", name, ns))
+end
+
 --- client:list_pods(ns, labels) -> PodList | nil, err: labels { key = value } all to match
 function Client:list_pods(ns, labels)
     local terms = {}

@@ -35,7 +35,8 @@ _M.bytes_quantity, _M.cpu_quantity = bytes_quantity, cpu_quantity
 
 --- pod.default(spec, opts) -> pod: the hardened pod for a neutral sandbox spec.
 --- opts: name, namespace, image, command (the keeper), session (an id), now (seconds), labels,
---- annotations (the policy's)
+--- annotations (the policy's), helpers (a configMap with llmbox's programs: read-only at
+--- /.llmbox, executable)
 function _M.default(spec, opts)
     local lim = spec.limits
     local labels = { [_M.LABEL_MANAGED] = "llmbox", [_M.LABEL_SESSION] = opts.session,
@@ -53,7 +54,7 @@ function _M.default(spec, opts)
         resources.limits.cpu = cpu_quantity(lim.cpus)
     end
     resources.limits["ephemeral-storage"] = bytes_quantity(lim.workspace + lim.tmp)
-    return {
+    local p = {
         apiVersion = "v1",
         kind = "Pod",
         metadata = { name = opts.name, namespace = opts.namespace, labels = labels,
@@ -99,6 +100,13 @@ function _M.default(spec, opts)
             },
         },
     }
+    if opts.helpers then
+        local c = p.spec.containers[1]
+        c.volumeMounts[#c.volumeMounts + 1] = { name = "llmbox", mountPath = "/.llmbox", readOnly = true }
+        -- (0555: every file executable, none writable)
+        p.spec.volumes[#p.spec.volumes + 1] = { name = "llmbox", configMap = { name = opts.helpers, defaultMode = 365 } }
+    end
+    return p
 end
 
 --- pod.network_policy(name, namespace, session, labels) -> a NetworkPolicy that selects the

@@ -10,20 +10,39 @@
  * of the pod's own profile. Exit status 125 when the filter cannot be loaded, 126 when ARGV
  * cannot be executed, 127 when it is not found, each said on stderr.
  *
- * No libc, no relocation, no dependency: it is placed in pods as a printf(1) format (the pod's
- * environment holds it, see the driver), so it must be small, and it runs in images llmbox
- * knows nothing of. Built for the host's architecture (x86_64 or aarch64); the driver refuses a
- * pod whose node has another. */
+ * In a pod llmbox's run wrapper is the program's own user (a pod has no root), so before the
+ * policy's filter the helper loads one of its own that keeps the program's signals off its
+ * supervisors: kill, tkill, tgkill, rt_(tg)sigqueueinfo and pidfd_open fail with EPERM for its
+ * parent and grandparent (llmbox's helper that waits for it, and the wrapper), for -1 (every
+ * process it may signal) and for the wrapper's process group; the program gets a session and
+ * process group of its own (setsid), so that its own group is still its to signal.
+ *
+ * No libc, no relocation, no dependency: it runs in images llmbox knows nothing of, from the
+ * pod's read-only configMap volume. Built for the host's architecture (x86_64 or aarch64); the
+ * driver refuses a pod whose node has another. */
+#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <linux/prctl.h>
 #include <stddef.h>
 
 #if defined(__x86_64__)
-#define NR_WRITE      1
-#define NR_EXECVE     59
-#define NR_PRCTL      157
-#define NR_EXIT_GROUP 231
+#define ARCH		     AUDIT_ARCH_X86_64
+#define NR_READ		     0
+#define NR_WRITE	     1
+#define NR_CLOSE	     3
+#define NR_EXECVE	     59
+#define NR_KILL		     62
+#define NR_GETPPID	     110
+#define NR_SETSID	     112
+#define NR_GETPGID	     121
+#define NR_RT_SIGQUEUEINFO   129
+#define NR_PRCTL	     157
+#define NR_TKILL	     200
+#define NR_EXIT_GROUP	     231
+#define NR_TGKILL	     234
+#define NR_OPENAT	     257
+#define NR_RT_TGSIGQUEUEINFO 297
 static long sys3(long n, long a, long b, long c)
 {
 	long r;
@@ -47,10 +66,22 @@ static long sys5(long n, long a, long b, long c, long d, long e)
 __asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n\tmov %rsp,%rdi\n\tand $-16,%rsp\n"
 	"\tcall start_c\n\thlt\n");
 #elif defined(__aarch64__)
-#define NR_WRITE      64
-#define NR_EXECVE     221
-#define NR_PRCTL      167
-#define NR_EXIT_GROUP 94
+#define ARCH		     AUDIT_ARCH_AARCH64
+#define NR_READ		     63
+#define NR_WRITE	     64
+#define NR_CLOSE	     57
+#define NR_EXECVE	     221
+#define NR_KILL		     129
+#define NR_GETPPID	     173
+#define NR_SETSID	     157
+#define NR_GETPGID	     155
+#define NR_RT_SIGQUEUEINFO   138
+#define NR_PRCTL	     167
+#define NR_TKILL	     130
+#define NR_EXIT_GROUP	     94
+#define NR_TGKILL	     131
+#define NR_OPENAT	     56
+#define NR_RT_TGSIGQUEUEINFO 240
 static long sys5(long n, long a, long b, long c, long d, long e)
 {
 	register long x8 __asm__("x8") = n;
@@ -75,9 +106,11 @@ __asm__(".text\n.global _start\n_start:\n\tmov x29, #0\n\tmov x30, #0\n\tmov x0,
 #error "pod-filter: only x86_64 and aarch64 are built"
 #endif
 
-#define ENOENT	 2
-#define ENOMEM	 12
-#define PATH_MAX 4096
+#define NR_PIDFD_OPEN 434
+#define ENOENT	      2
+#define EPERM	      1
+#define ENOMEM	      12
+#define PATH_MAX      4096
 
 static struct sock_filter insns[BPF_MAXINSNS];
 static char path[PATH_MAX];
@@ -154,6 +187,71 @@ static const char *error_name(long e)
 	}
 }
 
+/* The parent of process pid, from /proc/PID/stat ("PID (NAME) STATE PPID ..."); 0 when unknown. */
+static long parent_of(long pid)
+{
+	char stat[32] = "/proc/", digits[24], buf[512];
+	int n = 0, k = 6;
+	do
+		digits[n++] = (char)('0' + pid % 10);
+	while ((pid /= 10) > 0);
+	while (n > 0)
+		stat[k++] = digits[--n];
+	const char *tail = "/stat";
+	for (int i = 0; tail[i]; i++)
+		stat[k++] = tail[i];
+	stat[k] = 0;
+	long fd = sys5(NR_OPENAT, -100 /* AT_FDCWD */, (long)stat, 0 /* O_RDONLY */, 0, 0);
+	if (fd < 0)
+		return 0;
+	long got = sys3(NR_READ, fd, (long)buf, sizeof buf - 1);
+	sys3(NR_CLOSE, fd, 0, 0);
+	long close_paren = -1;
+	for (long i = 0; i < got; i++)
+		if (buf[i] == ')')
+			close_paren = i;
+	/* ") S PPID" */
+	long i = close_paren + 4, ppid = 0;
+	if (close_paren < 0 || i >= got)
+		return 0;
+	for (; i < got && buf[i] >= '0' && buf[i] <= '9'; i++)
+		ppid = ppid * 10 + (buf[i] - '0');
+	return ppid;
+}
+
+/* The filter that keeps the program's signals off its supervisors (see the top), for the
+ * parent p1, the grandparent p2 (0: none) and the process group pgid. */
+static struct sock_filter guard[32];
+
+static unsigned short guard_program(unsigned p1, unsigned p2, unsigned pgid)
+{
+	static const unsigned calls[] = {
+		NR_KILL,      NR_TKILL, NR_TGKILL, NR_RT_SIGQUEUEINFO, NR_RT_TGSIGQUEUEINFO,
+		NR_PIDFD_OPEN};
+	const unsigned targets[] = {p1, p2 ? p2 : p1, 0xffffffffu, pgid ? 0u - pgid : p1};
+	const unsigned n_calls = sizeof calls / sizeof *calls;
+	const unsigned n_targets = sizeof targets / sizeof *targets;
+	unsigned short n = 0;
+	guard[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4); /* arch */
+	/* (another architecture's calls are the policy's filter's to refuse) */
+	guard[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 1, 0);
+	guard[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	guard[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0); /* nr */
+	/* a match jumps over the compares after it and the allow, to the argument's load */
+	for (unsigned i = 0; i < n_calls; i++)
+		guard[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, calls[i],
+							  (unsigned char)(n_calls - i), 0);
+	guard[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	/* the first argument's low 32 bits (little-endian): the pid, tid or tgid */
+	guard[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 16);
+	for (unsigned i = 0; i < n_targets; i++)
+		guard[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, targets[i],
+							  (unsigned char)(n_targets - i), 0);
+	guard[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	guard[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
+	return n;
+}
+
 /* Executes name (looked up on PATH when it has no slash); returns only on failure. */
 static long run(char **argv, char **envp)
 {
@@ -208,7 +306,16 @@ __attribute__((used)) void start_c(long *sp)
 		say("the filter is not a seccomp program in hex", NULL, NULL);
 		leave(125);
 	}
+	long p1 = sys3(NR_GETPPID, 0, 0, 0), pgid = sys3(NR_GETPGID, 0, 0, 0);
+	long p2 = p1 > 1 ? parent_of(p1) : 0;
+	struct sock_fprog keep_off = {.len = guard_program((unsigned)p1, p2 > 1 ? (unsigned)p2 : 0,
+							   pgid > 0 ? (unsigned)pgid : 0),
+				      .filter = guard};
+	/* (fails only for a group leader, which a forked program is not: its group stays then) */
+	sys3(NR_SETSID, 0, 0, 0);
 	long r = sys5(NR_PRCTL, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	if (r == 0)
+		r = sys5(NR_PRCTL, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, (long)&keep_off, 0, 0);
 	if (r == 0)
 		r = sys5(NR_PRCTL, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, (long)&prog, 0, 0);
 	if (r != 0) {

@@ -81,10 +81,17 @@ for sg in range(1, 65):
     except OSError as e:
         print('refused', sg, e.errno)
 time.sleep(0.2)
-# native: the program's parent is the run's init; a container: the run's wrapper, root's
+# native: the program's parent is the run's init; a container: llmbox's, out of the program's
+# reach (root's on an engine; in a pod, where everything is one user, kept off by llmbox's filter)
 parent = os.getppid()
+def out_of_reach(p):
+    try:
+        os.kill(p, 0)
+        return False
+    except PermissionError:
+        return True
 print('init-alive', os.path.exists('/proc/1') and (parent == 1 or os.environ.get('CONTAINER') == '1'
-      and os.stat('/proc/%d' % parent).st_uid == 0))
+      and out_of_reach(parent)))
 # control: the same signals reach a process the program may kill
 child = os.fork()
 if child == 0:

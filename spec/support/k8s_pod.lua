@@ -1,23 +1,25 @@
 -- A pod of the Kubernetes stand-in (spec/support/k8s_standin.py): one llmbox session on the
--- native backend for the pod's lifetime, whose execs the stand-in hands over one at a time as
--- JSON lines on stdin:
---   {"argv": [...], "stdin_fifo": "/run/standin/in-..."}   (the FIFO: when the exec has stdin)
--- and which answers on stdout, as the exec goes:
---   {"stream": "stdout" | "stderr", "data": "<base64>"} ... then {"exit": N} | {"error": "..."}
--- An exec whose client went away is stopped (its process tree killed) when the file CANCEL
+-- native backend for the pod's lifetime, whose execs the stand-in hands over as JSON lines on
+-- stdin, and which run side by side:
+--   {"id": N, "argv": [...], "stdin_fifo": "/run/standin/in-...", "cancel": "/path"}
+-- (the FIFO: when the exec has stdin) and which answers on stdout, as each exec goes:
+--   {"id": N, "stream": "stdout" | "stderr", "data": "<base64>"} ... then {"id": N, "exit": N}
+--   | {"id": N, "error": "..."}
+-- An exec whose client went away is stopped (its process tree killed) when its file "cancel"
 -- appears, which the stand-in makes then. argv: MEMORY (bytes, the pod's limit; 0: the
--- policy's) CANCEL. An exec's own wall clock is the pod's lifetime, as in a cluster.
+-- policy's). An exec's own wall clock is the pod's lifetime, as in a cluster.
 local llmbox = require "llmbox"
 local session = require "llmbox.session"
 local plan = require "llmbox.plan"
 local json = require "llmbox.json"
 local artifacts = require "llmbox.artifacts"
+local ffi = require "ffi"
 
-local memory, cancel = tonumber(arg[1]) or 0, arg[2]
--- the container's environment (argv[3]: JSON, the pod's env list): every exec gets it, as a
+local memory = tonumber(arg[1]) or 0
+-- the container's environment (argv[2]: JSON, the pod's env list): every exec gets it, as a
 -- container runtime gives it to every process it starts in the container
 local pod_env = {}
-for _, e in ipairs(json.decode(arg[3] or "[]") or {}) do
+for _, e in ipairs(json.decode(arg[2] or "[]") or {}) do
     if type(e) == "table" and type(e.name) == "string" then pod_env[#pod_env + 1] = e.name .. "=" .. tostring(e.value or "") end
 end
 local policy = assert(session.load_policy("default"))
@@ -31,14 +33,21 @@ for _, recipe in ipairs(llmbox.langs()) do
         policy.filesystem.ro[#policy.filesystem.ro + 1] = { src = m, dst = m, optional = true }
     end
 end
--- the sizes of the pod's emptyDir volumes (argv[4], argv[5]: bytes, 0: the policy's)
-local workspace, tmp = tonumber(arg[4]) or 0, tonumber(arg[5]) or 0
+-- the sizes of the pod's emptyDir volumes (argv[3], argv[4]: bytes, 0: the policy's)
+local workspace, tmp = tonumber(arg[3]) or 0, tonumber(arg[4]) or 0
 if workspace > 0 then policy.limits.workspace = workspace end
 if tmp > 0 then policy.limits.tmp = tmp end
--- the execs' stdin FIFOs (argv[6]: the stand-in's directory for this pod), read-only inside
-if arg[6] then policy.filesystem.ro[#policy.filesystem.ro + 1] = { src = arg[6], dst = "/run/standin" } end
--- the pod's configMap volumes (argv[7]: JSON, [{src, dst}]), read-only as a kubelet mounts them
-for _, m in ipairs(json.decode(arg[7] or "[]") or {}) do
+-- the execs' stdin FIFOs (argv[5]: the stand-in's directory for this pod), read-only inside
+if arg[5] then policy.filesystem.ro[#policy.filesystem.ro + 1] = { src = arg[5], dst = "/run/standin" } end
+-- a container's /sys: the node's, read-only, its cgroups hidden (an empty directory over
+-- /sys/fs/cgroup: the host's would tell of the whole machine's, not the pod's)
+local empty = os.tmpname()
+os.remove(empty)
+assert(os.execute("mkdir -m 0755 " .. empty) == 0)
+policy.filesystem.ro[#policy.filesystem.ro + 1] = { src = "/sys", dst = "/sys" }
+policy.filesystem.ro[#policy.filesystem.ro + 1] = { src = empty, dst = "/sys/fs/cgroup" }
+-- the pod's configMap volumes (argv[6]: JSON, [{src, dst}]), read-only as a kubelet mounts them
+for _, m in ipairs(json.decode(arg[6] or "[]") or {}) do
     policy.filesystem.ro[#policy.filesystem.ro + 1] = { src = m.src, dst = m.dst }
 end
 
@@ -53,14 +62,22 @@ if not s then
 end
 say({ ready = true })
 
-local function cancelled()
-    local f = io.open(cancel)
-    if f then f:close() end
-    return f ~= nil
+-- Execs run side by side, as a container runtime runs them: one loop polls stdin (requests)
+-- and every running exec's descriptors, and steps what is ready.
+ffi.cdef [[
+struct pollfd { int fd; short events; short revents; };
+int poll(struct pollfd *fds, unsigned long nfds, int timeout);
+long read(int fd, void *buf, unsigned long count);
+]]
+local POLLIN, POLLOUT = 1, 4
+local running = {} -- id -> { run, cancel }
+
+local function flush(id, run)
+    local q = run:take()
+    for i = 1, q and #q or 0, 2 do say({ id = id, stream = q[i], data = artifacts.base64(q[i + 1]) }) end
 end
 
-local function exec(req)
-    os.remove(cancel)
+local function start(req)
     local argv = req.argv
     if req.stdin_fifo then
         -- the exec's stdin as it streams in, through the FIFO the stand-in writes
@@ -70,31 +87,85 @@ local function exec(req)
     local spec, perr = plan.exec(s.policy, s.layout, s.env, argv, {})
     if not spec then return nil, perr end
     for _, kv in ipairs(pod_env) do spec.env[#spec.env + 1] = kv end
-    local run, rerr = s.handle:start(spec)
-    if not run then return nil, rerr end
-    local over
-    repeat
-        over = run:step(50)
-        local q = run:take()
-        for i = 1, q and #q or 0, 2 do say({ stream = q[i], data = artifacts.base64(q[i + 1]) }) end
-        if not over and cancelled() then run:abort("the exec's client went away") end
-    until over
-    local q = run:take()
-    for i = 1, q and #q or 0, 2 do say({ stream = q[i], data = artifacts.base64(q[i + 1]) }) end
-    return run:result()
+    return s.handle:start(spec)
 end
 
-for line in io.stdin:lines() do
+local function finish(id, x)
+    flush(id, x.run)
+    local res, rerr = x.run:result()
+    running[id] = nil
+    if res then
+        say({ id = id, exit = res.exit_code or 128 + (res.signal or 9) })
+    else
+        say({ id = id, error = tostring(rerr) })
+    end
+end
+
+local function request(line)
     local req = json.decode(line)
     if type(req) ~= "table" or type(req.argv) ~= "table" then
-        say({ error = "a request is {argv, stdin}" })
-    else
-        local res, rerr = exec(req)
-        if res then
-            say({ exit = res.exit_code or 128 + (res.signal or 9) })
+        say({ id = type(req) == "table" and req.id or nil, error = "a request is {id, argv, stdin_fifo, cancel}" })
+        return
+    end
+    local run, err = start(req)
+    if not run then
+        say({ id = req.id, error = tostring(err) })
+        return
+    end
+    running[req.id] = { run = run, cancel = req.cancel }
+end
+
+local buf, open = ffi.new("char[65536]"), true
+local pending_line = ""
+while open or next(running) do
+    local fds, timeout = {}, 1000
+    if open then fds[1] = 0 end
+    for _, x in pairs(running) do
+        local rf, ev, t = x.run:fds()
+        for i, fd in ipairs(rf) do fds[#fds + 1] = { fd = fd, ev = ev[i] } end
+        if t and t < timeout then timeout = t end
+        -- (a cancelled exec is looked for every 50 ms)
+        if timeout > 50 then timeout = 50 end
+    end
+    local n = #fds
+    local pf = ffi.new("struct pollfd[?]", math.max(n, 1))
+    for i = 1, n do
+        local f = fds[i]
+        if type(f) == "number" then
+            pf[i - 1].fd, pf[i - 1].events = f, POLLIN
         else
-            say({ error = tostring(rerr) })
+            pf[i - 1].fd = f.fd
+            pf[i - 1].events = (f.ev:find("r") and POLLIN or 0) + (f.ev:find("w") and POLLOUT or 0)
         end
+    end
+    ffi.C.poll(pf, n, timeout)
+    if open and pf[0].revents ~= 0 then
+        local got = tonumber(ffi.C.read(0, buf, 65536))
+        if got <= 0 then
+            open = false
+        else
+            pending_line = pending_line .. ffi.string(buf, got)
+            while true do
+                local nl = pending_line:find("\n", 1, true)
+                if not nl then break end
+                local line = pending_line:sub(1, nl - 1)
+                pending_line = pending_line:sub(nl + 1)
+                request(line)
+            end
+        end
+    end
+    for id, x in pairs(running) do
+        if x.cancel then
+            local f = io.open(x.cancel)
+            if f then
+                f:close()
+                os.remove(x.cancel)
+                x.run:abort("the exec's client went away")
+            end
+        end
+        local over = x.run:step(0)
+        if over then finish(id, x) else flush(id, x.run) end
     end
 end
 s:close()
+os.remove(empty)

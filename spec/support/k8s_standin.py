@@ -24,7 +24,7 @@ missing stays Pending (ContainerCreating), as a kubelet leaves it.
 A pod is a session of llmbox's native backend (spec/support/k8s_pod.lua: the host's /usr stands
 in for the image), with the pod's memory limit, its container's environment and the sizes of
 its emptyDir volumes at /sandbox and /tmp; it is Running and Ready once its sandbox is.
-Execs run in it one at a time; stdin streams in as it comes (through a FIFO the pod sees at
+Execs run in it side by side, as a container runtime runs them; stdin streams in as it comes (through a FIFO the pod sees at
 /run/standin), ended by v5's close of stdin or, on v4, by the connection's end. Not here yet:
 attach, MODIFIED events (a pod here never changes once made).
 """
@@ -71,46 +71,64 @@ def quantity(text):
 
 
 class Agent:
-    """A pod's sandbox: k8s_pod.lua's process and the lock its execs take turns on."""
+    """A pod's sandbox: k8s_pod.lua's process, whose execs run side by side (each its id)."""
 
     def __init__(self, memory, pod_env, sizes, mounts):
-        self.cancel = os.path.join(OUT, "cancel-" + uuid.uuid4().hex)
         # the execs' stdin FIFOs, which the pod sees read-only at /run/standin
         self.dir = os.path.join(FIFOS, "pod-" + uuid.uuid4().hex)
         os.mkdir(self.dir)
         os.chmod(self.dir, 0o755)
         env = dict(os.environ, LUA_PATH="%s/lua/?.lua;%s/lua/?/init.lua;;" % (ROOT, ROOT),
                    LUA_CPATH="%s/build/lib/?.so;;" % ROOT)
-        self.proc = subprocess.Popen(["luajit", os.path.join(HERE, "k8s_pod.lua"), str(memory), self.cancel, json.dumps(pod_env),
+        self.proc = subprocess.Popen(["luajit", os.path.join(HERE, "k8s_pod.lua"), str(memory), json.dumps(pod_env),
                                       str(sizes.get("/sandbox", 0)), str(sizes.get("/tmp", 0)), self.dir,
                                       json.dumps(mounts)], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # (the requests' writes)
         self.mounts = mounts
+        self.execs = {}  # id -> queue.Queue of the agent's answers for that exec
+        self.next_id = 0
         first = json.loads(self.proc.stdout.readline() or b'{"error": "the pod agent ended"}')
         self.error = first.get("error")
+        if not self.error:
+            threading.Thread(target=self.answers, daemon=True).start()
 
-    def stop_exec(self):
-        open(self.cancel, "w").close()
+    def answers(self):
+        """Hands each of the agent's answers to its exec; at the agent's end, every exec fails."""
+        for line in self.proc.stdout:
+            msg = json.loads(line)
+            q = self.execs.get(msg.get("id"))
+            if q:
+                q.put(msg)
+        for q in list(self.execs.values()):
+            q.put({"error": "the pod's sandbox is gone"})
 
-    def exec(self, argv, feed, on_output):
+    def exec(self, argv, feed, on_output, cancel):
+        """Runs argv in the pod; cancel: a path whose creation stops it. -> exit code, error"""
         with self.lock:
-            req = {"argv": argv}
+            self.next_id += 1
+            xid = self.next_id
+            q = self.execs[xid] = queue.Queue()
+            req = {"id": xid, "argv": argv, "cancel": cancel}
             if feed:
                 req["stdin_fifo"] = "/run/standin/" + os.path.basename(feed.path)
-            self.proc.stdin.write(json.dumps(req).encode() + b"\n")
-            self.proc.stdin.flush()
+            try:
+                self.proc.stdin.write(json.dumps(req).encode() + b"\n")
+                self.proc.stdin.flush()
+            except OSError:
+                del self.execs[xid]
+                return None, "the pod's sandbox is gone"
+        try:
             while True:
-                line = self.proc.stdout.readline()
-                if not line:
-                    return None, "the pod's sandbox is gone"
-                msg = json.loads(line)
+                msg = q.get()
                 if "stream" in msg:
                     on_output(msg["stream"], base64.b64decode(msg["data"]))
                 elif "exit" in msg:
                     return msg["exit"], None
                 else:
                     return None, msg.get("error")
+        finally:
+            self.execs.pop(xid, None)
 
     def stop(self, at_once=False):
         if at_once:  # the pod is deleted: its processes go, as a container's do
@@ -490,9 +508,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             ws.send(bytes([channel]))
         # stdin streams to the command as it comes (v5 can end it; v4 ends with the connection),
         # and a client that goes away stops its exec (a cluster's would go on: the backend stops
-        # its runs itself; here the pod's execs take turns, so a forgotten one would hold it)
+        # its runs itself; here nothing would ever end a forgotten one)
         done = threading.Event()
         feed = Feed(agent.dir, done) if want_stdin else None
+        cancel = os.path.join(OUT, "cancel-" + uuid.uuid4().hex)
 
         def read_client():
             while True:
@@ -506,9 +525,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if feed:
                 feed.close()
             if not done.is_set():
-                agent.stop_exec()
+                open(cancel, "w").close()
         threading.Thread(target=read_client, daemon=True).start()
-        code, err = agent.exec(argv, feed, lambda stream, data: ws.send(bytes([1 if stream == "stdout" else 2]) + data))
+        code, err = agent.exec(argv, feed, lambda stream, data: ws.send(bytes([1 if stream == "stdout" else 2]) + data),
+                               cancel)
         if err is not None:
             st = {"metadata": {}, "status": "Failure", "message": err, "reason": "InternalError", "code": 500}
         elif code == 0:

@@ -84,13 +84,18 @@ s=
 case $v in
 -) ;;
 +) # (one byte at a time: nothing of the stdin behind it is taken)
-   n=$(dd bs=1 count=12 2>/dev/null); s=$(dd bs=1 count="$n" 2>/dev/null; echo .); s=${s%.} ;;
+   n=$(dd bs=1 count=12 2>/dev/null); pre=$(dd bs=1 count="$n" 2>/dev/null; echo .); pre=${pre%.} ;;
 *) eval "s=\${$v}" ;;
 esac
-# (a run's wrapper takes the syscall filter from the pod's environment, and drops it)
+# (the run's environment and directory ($pre; all of a command from stdin) go through the
+# environment, out of the command line that every process of the pod can read; a run's wrapper
+# takes the syscall filter from the pod's environment, and drops it)
+s="llmbox_pre=\$LLMBOX_PRE; unset LLMBOX_PRE; eval \"\$llmbox_pre\"
+$s$post"
 [ "$how" = clean ] && exec env -i ${LLMBOX_FILTER_BPF:+"LLMBOX_FILTER_BPF=$LLMBOX_FILTER_BPF"} \
-  /bin/sh -c "$pre$s$post" "$@"
-exec /bin/sh -c "$pre$s$post" "$@"
+  "LLMBOX_PRE=$pre" /bin/sh -c "$s" "$@"
+export LLMBOX_PRE="$pre"
+exec /bin/sh -c "$s" "$@"
 ]]
 local SCRIPT_ENV = {}
 do

@@ -19,6 +19,7 @@ enum lb_backend_cap {
 	LB_CAP_COMMIT = 1 << 8,		      /* saves a sandbox's workspace as an image */
 	LB_CAP_ROOTFS =
 		1 << 9, /* runs a root filesystem (an unpacked image) instead of the host's */
+	LB_CAP_RUN_LIMITS = 1 << 10, /* lowers memory and the CPU quota for one run */
 };
 
 /* Capability bits and the names Lua sees (core.backends(), `llmbox backends`), in one place. */
@@ -32,7 +33,8 @@ enum lb_backend_cap {
 	X(LB_CAP_EXISTING_SANDBOX, "existing_sandbox")                                             \
 	X(LB_CAP_EGRESS, "egress")                                                                 \
 	X(LB_CAP_COMMIT, "commit")                                                                 \
-	X(LB_CAP_ROOTFS, "rootfs")
+	X(LB_CAP_ROOTFS, "rootfs")                                                                 \
+	X(LB_CAP_RUN_LIMITS, "run_limits")
 
 typedef struct lb_open_config {
 	lb_jail_config jail;

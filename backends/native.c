@@ -208,7 +208,7 @@ int lb_native_reset(void *s, lb_error *err)
 const lb_backend lb_backend_native = {
 	.name = "native",
 	.caps = LB_CAP_POOL | LB_CAP_PERSISTENT_WORKSPACE | LB_CAP_NETWORK_POLICY | LB_CAP_SECCOMP |
-		LB_CAP_INTERACTIVE | LB_CAP_ROOTFS,
+		LB_CAP_INTERACTIVE | LB_CAP_ROOTFS | LB_CAP_RUN_LIMITS,
 	.open = native_open,
 	.run = lb_native_run,
 	.copy_in = lb_native_copy_in,

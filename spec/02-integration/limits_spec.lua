@@ -65,6 +65,7 @@ describe("limits #conformance", function()
         local _, perr = llmbox.session({ lang = "python", policy = bad })
         os.remove(bad)
         assert.matches("limits.cpus", perr, 1, true)
+        fixed_limits("change the CPU quota", { cpus = 0.5 })
         if not probe.cgroup_cpu then
             local r, err = s:run(busy, { cpus = 0.5 })
             assert.is_nil(r)
@@ -94,7 +95,18 @@ describe("limits #conformance", function()
         capped:close()
     end)
 
+    -- What a backend without run_limits (kubernetes: a pod's memory and CPU are fixed when it is
+    -- made) says when a run asks for less: a refusal naming it, never a run with more.
+    local function fixed_limits(what, opts)
+        if s.driver.capabilities.run_limits then return end
+        local r, err = s:run("print(1)", opts)
+        assert.is_nil(r)
+        assert.matches("cannot " .. what .. " for one run", err, 1, true)
+        pending("the " .. s.driver.name .. " backend has no run_limits: a run that asks is refused, as asserted")
+    end
+
     it("memory", function()
+        fixed_limits("lower memory", { memory = 64 * 1024 * 1024 })
         local r = assert(s:run("x = bytearray(400 * 1024 * 1024); print(len(x))", { memory = 64 * 1024 * 1024 }))
         assert.is_not.equal(0, r.exit_code)
         assert.equal("", r.stdout)

@@ -186,7 +186,9 @@ while True:
         assert.is_nil(r.warm)
         assert.equal("1\n", r.stdout, r.stderr)
         s = assert(llmbox.session({ pool = p }))
-        r = assert(s:run("print(2)", { memory = 64 * 1024 * 1024 }))
+        -- (a backend without run_limits has no lower memory for one run: another limit, then)
+        r = assert(s:run("print(2)", s.driver.capabilities.run_limits and { memory = 64 * 1024 * 1024 }
+            or { open_files = 100 }))
         s:close()
         assert.is_nil(r.warm)
         assert.equal("2\n", r.stdout, r.stderr)

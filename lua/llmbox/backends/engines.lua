@@ -1094,6 +1094,7 @@ function _M.driver(kind)
     D.capabilities = {
         pool = true, persistent_workspace = true, network_policy = true, seccomp = true, images = true,
         interactive = true, existing_sandbox = true, egress = false, commit = true, rootfs = false,
+        run_limits = true,
     }
 
     --- D.usable() -> true | false, why: does the engine answer here

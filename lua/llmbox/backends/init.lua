@@ -35,6 +35,7 @@ _M.CAPABILITIES = {
     "egress",               -- outbound network that can never reach the host
     "commit",               -- saves a sandbox's workspace as an image (session:commit)
     "rootfs",               -- runs a root filesystem (rootfs = DIR, --image dir:DIR) instead of the host's
+    "run_limits",           -- lowers memory and the CPU quota for one run, below the sandbox's
 }
 
 -- Where things are inside a sandbox; every driver declares all of them.

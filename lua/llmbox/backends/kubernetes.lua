@@ -434,6 +434,8 @@ local function driver()
         -- seccomp: the policy's own filter on each run's program (pod-filter), on top of the pod's
         pool = true, persistent_workspace = true, network_policy = true, seccomp = true, images = true,
         interactive = true, existing_sandbox = false, egress = false, commit = false, rootfs = false,
+        -- (a pod's memory and CPU are fixed when it is made)
+        run_limits = false,
     }
 
     function D.usable()

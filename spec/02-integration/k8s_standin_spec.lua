@@ -84,6 +84,48 @@ v1.delete_namespaced_pod("py-exec", "sandboxes")
         assert.equal("'out\\n1000\\n'\n7 'err\\n'\n", out)
     end)
 
+    it("attaches the official Python client to a pod's main process: its output, its stdin, its end", function()
+        local script = helpers.tmpname(".py")
+        helpers.write(script, [[
+import sys, time
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from kubernetes.stream import stream
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+v1.create_namespaced_pod("sandboxes", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "py-attach"},
+    "spec": {"containers": [{"name": "c", "image": "busybox", "stdin": True, "command": ["/bin/sh", "-c",
+        "while read l; do echo got $l; echo seen $l >&2; [ $l = bye ] && exit 3; done"]}]}})
+r = stream(v1.connect_get_namespaced_pod_attach, "py-attach", "sandboxes", stdin=True, stdout=True, stderr=True,
+           tty=False, _preload_content=False)
+r.write_stdin("hello\n")
+out, err, deadline = "", "", time.time() + 20
+while "got hello" not in out and time.time() < deadline:
+    r.update(timeout=1)
+    out += r.read_stdout() if r.peek_stdout() else ""
+    err += r.read_stderr() if r.peek_stderr() else ""
+r.write_stdin("bye\n")
+r.run_forever(timeout=20)
+out += r.read_stdout() if r.peek_stdout() else ""
+err += r.read_stderr() if r.peek_stderr() else ""
+print(repr(out), repr(err), r.returncode)
+print(v1.read_namespaced_pod("py-attach", "sandboxes").status.phase)
+try:
+    stream(v1.connect_get_namespaced_pod_attach, "py-attach", "sandboxes", stdin=False, stdout=True, stderr=True,
+           tty=False)
+except ApiException as e:
+    print(e.reason)
+]])
+        local out = helpers.capture(("/usr/bin/python3 %s %s 2>&1"):format(q(script), q(dir .. "/kubeconfig")))
+        -- (the pod ends with its main process: restartPolicy Never)
+        assert.equal("'got hello\\ngot bye\\n' 'seen hello\\nseen bye\\n' 3\nFailed\nHandshake status 400 Bad Request\n",
+            out)
+        -- (that client keeps no body: the API server's reason, as llmbox reads it)
+        local _, err = client:request("GET", "/api/v1/namespaces/sandboxes/pods/py-attach/attach?stdout=true", nil, "attaching")
+        assert.matches("cannot attach to a container in a completed pod; current phase is Failed", err, 1, true)
+        assert(client:delete_pod("sandboxes", "py-attach"))
+    end)
+
     it("streams pod events to the official Python client's watch", function()
         local script = helpers.tmpname(".py")
         helpers.write(script, [[
@@ -113,7 +155,7 @@ print(seen)
         assert.equal("[('ADDED', 'watched'), ('DELETED', 'watched')]\n", out)
     end)
 
-    it("runs execs for kubectl (websockets, v5.channel.k8s.io): stdin, stderr, exit codes", function()
+    it("runs execs and attaches for kubectl (websockets, v5.channel.k8s.io): stdin, stderr, exit codes", function()
         local version = helpers.capture("kubectl version --client -o json 2>/dev/null") or ""
         local minor = tonumber(version:match('"minor"%s*:%s*"(%d+)'))
         if not minor or minor < 30 then
@@ -131,6 +173,14 @@ print(seen)
         if minor and minor >= 30 then
             local out = helpers.capture("echo abc | " .. env .. "kubectl exec -i kc -- /bin/sh -c 'cat; echo E >&2; exit 4' 2>&1; echo rc=$?")
             assert.equal("abc\nE\ncommand terminated with exit code 4\nrc=4\n", out)
+            -- attach: the main process of a pod made with stdin, which ends it with its exit
+            helpers.write(manifest, '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"kc2"},"spec":{"containers":'
+                .. '[{"name":"c","image":"busybox","stdin":true,"stdinOnce":true,"command":["/bin/sh","-c",'
+                .. '"read l; echo got $l; echo E >&2; exit 5"]}]}}')
+            assert.equal("pod/kc2 created\n", helpers.capture(env .. "kubectl create --validate=false -f " .. q(manifest) .. " 2>&1"))
+            out = helpers.capture("echo hi | " .. env .. "kubectl attach -i kc2 2>&1; echo rc=$?")
+            assert.matches("got hi\nE\ncommand terminated with exit code 5\nrc=5\n$", out)
+            assert.equal('pod "kc2" deleted\n', helpers.capture(env .. "kubectl delete pod kc2 2>&1"))
         end
         assert.equal('pod "kc" deleted\n', helpers.capture(env .. "kubectl delete pod kc 2>&1"))
     end)

@@ -11,6 +11,16 @@ describe("limits #conformance", function()
     before_each(function() s = assert(llmbox.session({ lang = "python", policy = "default" })) end)
     after_each(function() s:close() end)
 
+    -- What a backend without run_limits (kubernetes: a pod's memory and CPU are fixed when it is
+    -- made) says when a run asks for less: a refusal naming it, never a run with more.
+    local function fixed_limits(what, opts)
+        if s.driver.capabilities.run_limits then return end
+        local r, err = s:run("print(1)", opts)
+        assert.is_nil(r)
+        assert.matches("cannot " .. what .. " for one run", err, 1, true)
+        pending("the " .. s.driver.name .. " backend has no run_limits: a run that asks is refused, as asserted")
+    end
+
     it("wall-clock timeout kills the whole tree #unpriv", function()
         local t0 = helpers.now()
         local r = assert(s:exec("sleep 100 & sleep 100; echo never", { timeout = 1 }))
@@ -94,16 +104,6 @@ describe("limits #conformance", function()
         assert.matches("below the smallest CPU quota", err, 1, true)
         capped:close()
     end)
-
-    -- What a backend without run_limits (kubernetes: a pod's memory and CPU are fixed when it is
-    -- made) says when a run asks for less: a refusal naming it, never a run with more.
-    local function fixed_limits(what, opts)
-        if s.driver.capabilities.run_limits then return end
-        local r, err = s:run("print(1)", opts)
-        assert.is_nil(r)
-        assert.matches("cannot " .. what .. " for one run", err, 1, true)
-        pending("the " .. s.driver.name .. " backend has no run_limits: a run that asks is refused, as asserted")
-    end
 
     it("memory", function()
         fixed_limits("lower memory", { memory = 64 * 1024 * 1024 })

@@ -12,10 +12,10 @@ everything, "reader-token" may only get and list (others are refused 403 as RBAC
 anything else is 401. Namespaces: default, sandboxes (others are 404).
 
 Routes: GET /version, /api, /api/v1, /apis (discovery); pods in a namespace: POST (create), GET
-(list, ?labelSelector=k=v[,k=v]; ?watch=true: ADDED and DELETED events as they happen), GET NAME,
-DELETE NAME, and GET NAME/exec over a websocket
-(v5.channel.k8s.io or v4.channel.k8s.io, as the client prefers: one byte naming the stream, then
-its data; the exit status as a Status on channel 3); networking.k8s.io/v1 networkpolicies in a
+(list, ?labelSelector=k=v[,k=v]; ?watch=true: ADDED, MODIFIED and DELETED events as they happen),
+GET NAME, DELETE NAME, and GET NAME/exec and NAME/attach over a websocket (v5.channel.k8s.io or
+v4.channel.k8s.io, as the client prefers: one byte naming the stream, then its data; the exit
+status as a Status on channel 3); networking.k8s.io/v1 networkpolicies in a
 namespace (create, get, list, delete: records only, the pods here have no network to cut);
 configmaps in a namespace (create, get, list, delete; data and binaryData), which a pod's
 configMap volumes show read-only (files of defaultMode, else 0644); a pod whose configMap is
@@ -24,9 +24,13 @@ missing stays Pending (ContainerCreating), as a kubelet leaves it.
 A pod is a session of llmbox's native backend (spec/support/k8s_pod.lua: the host's /usr stands
 in for the image), with the pod's memory limit, its container's environment and the sizes of
 its emptyDir volumes at /sandbox and /tmp; it is Running and Ready once its sandbox is.
-Execs run in it side by side, as a container runtime runs them; stdin streams in as it comes (through a FIFO the pod sees at
-/run/standin), ended by v5's close of stdin or, on v4, by the connection's end. Not here yet:
-attach, MODIFIED events (a pod here never changes once made).
+Execs run in it side by side, as a container runtime runs them; stdin streams in as it comes
+(through a FIFO the pod sees at /run/standin), ended by v5's close of stdin or, on v4, by the
+connection's end. The container's command (with its args) is the pod's main process, run from
+the pod's start: attach streams its output from then on and gives it the attached client's
+stdin when the container has stdin: true (stdinOnce: the client's end of stdin ends it); when it
+ends, the pod is Succeeded or Failed (restartPolicy Never) and the watches get MODIFIED. Not
+here: SPDY (kubectl before 1.30 execs and attaches over it), logs, an image's own entrypoint.
 """
 import base64
 import hashlib
@@ -55,6 +59,7 @@ pods = {}  # (namespace, name) -> pod
 agents = {}  # (namespace, name) -> Agent
 netpols = {}  # (namespace, name) -> NetworkPolicy
 configmaps = {}  # (namespace, name) -> ConfigMap
+mains = {}  # (namespace, name) -> Main: the pod's main process
 watchers = []  # (namespace, labelSelector, queue.Queue) of the open watches of pods
 HERE = os.path.dirname(os.path.abspath(__file__))
 # the exec subprotocols spoken (K8S_STANDIN_PROTOCOLS="v4.channel.k8s.io": an API server before 1.30)
@@ -142,6 +147,67 @@ class Agent:
         for m in self.mounts:
             shutil.rmtree(m["src"], ignore_errors=True)
 lock = threading.Lock()
+
+
+class Main:
+    """A pod's main process: its container's command and args, run in its sandbox from the pod's
+    start (the stand-in has no image entrypoints: a container without a command has none). Attach
+    streams its output from then on to every attached client, and their stdin to it when the
+    container has stdin: true. When it ends the pod ends (restartPolicy Never): Succeeded or
+    Failed, a MODIFIED event to the watches."""
+
+    def __init__(self, ns, name, agent, argv, container):
+        self.subscribers = []
+        self.sublock = threading.Lock()
+        self.done = threading.Event()
+        self.stdin_once = bool(container.get("stdinOnce"))
+        self.feed = Feed(agent.dir, self.done) if container.get("stdin") else None
+        self.exit = None
+        threading.Thread(target=self.run, args=(ns, name, agent, argv), daemon=True).start()
+
+    def subscribe(self, out):
+        with self.sublock:
+            self.subscribers.append(out)
+
+    def unsubscribe(self, out):
+        with self.sublock:
+            if out in self.subscribers:
+                self.subscribers.remove(out)
+
+    def output(self, stream, data):
+        with self.sublock:
+            subs = list(self.subscribers)
+        for out in subs:
+            try:
+                out(stream, data)
+            except OSError:  # that client went away
+                self.unsubscribe(out)
+
+    def run(self, ns, name, agent, argv):
+        code, err = agent.exec(argv, self.feed, self.output, os.path.join(OUT, "cancel-" + uuid.uuid4().hex))
+        self.exit = code if err is None else 137
+        self.done.set()
+        with lock:
+            pod = pods.get((ns, name))
+            if pod is not None and agents.get((ns, name)) is agent:
+                pods[(ns, name)] = terminated(pod, self.exit)
+                notify(ns, "MODIFIED", pods[(ns, name)])
+
+
+def terminated(pod, code):
+    """A pod whose main process ended with code."""
+    pod = json.loads(json.dumps(pod))
+    md = pod["metadata"]
+    md["resourceVersion"] = str(int(md.get("resourceVersion", "1")) + 1)
+    st = pod["status"]
+    st["phase"] = "Succeeded" if code == 0 else "Failed"
+    st["conditions"] = [dict(c, status="False") if c["type"] in ("Ready", "ContainersReady") else c
+                        for c in st["conditions"]]
+    for cs in st["containerStatuses"]:
+        cs.update({"ready": False, "started": False, "state": {"terminated": {
+            "exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": st["startTime"],
+            "finishedAt": now()}}})
+    return pod
 
 
 def now():
@@ -312,16 +378,25 @@ def handle(method, path, query, body, role):
              "verbs": ["create", "delete", "get", "list", "watch"], "shortNames": ["po"]},
             {"name": "pods/exec", "singularName": "", "namespaced": True, "kind": "PodExecOptions",
              "verbs": ["create", "get"]},
+            {"name": "pods/attach", "singularName": "", "namespaced": True, "kind": "PodAttachOptions",
+             "verbs": ["create", "get"]},
             {"name": "configmaps", "singularName": "", "namespaced": True, "kind": "ConfigMap",
              "verbs": ["create", "delete", "get", "list"], "shortNames": ["cm"]}]}
-    if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods" and parts[6] == "exec":
-        # as the API server: who may, and which pod, before the missing upgrade
+    if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods" \
+            and parts[6] in ("exec", "attach"):
+        # as the API server: who may, and which pod (a completed one cannot be attached to),
+        # before the missing upgrade
         if role != "admin":
-            return status(403, "Forbidden", 'pods "%s" is forbidden: User "reader" cannot create resource "pods/exec" '
-                          'in API group "" in the namespace "%s"' % (parts[5], parts[3]))
+            return status(403, "Forbidden", 'pods "%s" is forbidden: User "reader" cannot create resource "pods/%s" '
+                          'in API group "" in the namespace "%s"' % (parts[5], parts[6], parts[3]))
         with lock:
-            if (parts[3], parts[5]) not in pods:
+            pod = pods.get((parts[3], parts[5]))
+            if pod is None:
                 return status(404, "NotFound", 'pods "%s" not found' % parts[5], {"name": parts[5], "kind": "pods"})
+            phase = pod["status"].get("phase")
+            if parts[6] == "attach" and phase in ("Succeeded", "Failed"):
+                return status(400, "BadRequest", "cannot attach to a container in a completed pod; current phase is %s"
+                              % phase)
         return status(400, "BadRequest", "Upgrade request required")
     if parts[:4] == ["apis", "networking.k8s.io", "v1", "namespaces"] and len(parts) in (6, 7) \
             and parts[5] == "networkpolicies":
@@ -383,6 +458,9 @@ def handle(method, path, query, body, role):
             agents[(ns, pname)] = agent
             pods[(ns, pname)] = running(pod)
             notify(ns, "ADDED", pods[(ns, pname)])
+            command = (containers[0].get("command") or []) + (containers[0].get("args") or [])
+            if containers[0].get("command"):
+                mains[(ns, pname)] = Main(ns, pname, agent, command, containers[0])
             return 201, pods[(ns, pname)]
         pod = pods.get((ns, name))
         if pod is None:
@@ -391,6 +469,7 @@ def handle(method, path, query, body, role):
             del pods[(ns, name)]
             notify(ns, "DELETED", pod)
             agent = agents.pop((ns, name), None)
+            mains.pop((ns, name), None)
             if agent:
                 threading.Thread(target=agent.stop, args=(True,), daemon=True).start()
         return 200, pod
@@ -462,6 +541,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if (len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods"
                 and parts[6] == "exec" and (self.headers.get("Upgrade") or "").lower() == "websocket"):
             return self.exec_ws(parts[3], parts[5], urllib.parse.parse_qs(url.query, keep_blank_values=True))
+        if (len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods"
+                and parts[6] == "attach" and (self.headers.get("Upgrade") or "").lower() == "websocket"):
+            return self.attach_ws(parts[3], parts[5], query)
         self.serve("GET")
 
     def refuse(self, code, answer):  # (any answer as JSON: a refusal, mostly)
@@ -472,27 +554,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def exec_ws(self, ns, name, query):
+    def may(self, ns, name, sub):
+        """The pod's agent, when the token may create pods/SUB on it; else None, refused."""
         auth = self.headers.get("Authorization") or ""
         role = TOKENS.get(auth[len("Bearer "):]) if auth.startswith("Bearer ") else None
         if role is None:
             return self.refuse(*status(401, "Unauthorized", "Unauthorized"))
         if role != "admin":
             return self.refuse(*status(403, "Forbidden", 'pods "%s" is forbidden: User "reader" cannot create resource '
-                                       '"pods/exec" in API group "" in the namespace "%s"' % (name, ns)))
+                                       '"pods/%s" in API group "" in the namespace "%s"' % (name, sub, ns)))
         with lock:
             agent = agents.get((ns, name))
         if agent is None:
             return self.refuse(*status(404, "NotFound", 'pods "%s" not found' % name, {"name": name, "kind": "pods"}))
-        argv = query.get("command") or []
-        if not argv:
-            return self.refuse(*status(400, "BadRequest", "you must specify at least 1 command"))
+        return agent
+
+    def upgrade(self):
+        """The websocket of the channel protocol the client offered first, or None (refused)."""
         offered = [p.strip() for p in (self.headers.get("Sec-WebSocket-Protocol") or "").split(",")]
         chosen = next((p for p in offered if p in SPOKEN), None)
         if chosen is None:
             return self.refuse(*status(400, "BadRequest", "none of the offered subprotocols is spoken here: %s"
                                        % ", ".join(offered)))
-        want_stdin = query.get("stdin", ["false"])[0].lower() in ("true", "1")
         key = self.headers.get("Sec-WebSocket-Key") or ""
         accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
         self.send_response(101)
@@ -506,6 +589,70 @@ class Handler(http.server.BaseHTTPRequestHandler):
         ws = WebSocket(self.rfile, self.wfile)
         for channel in (1, 2, 3):  # the API server announces each channel with an empty message
             ws.send(bytes([channel]))
+        return ws
+
+    def attach_ws(self, ns, name, query):
+        agent = self.may(ns, name, "attach")
+        if agent is None:
+            return
+        with lock:
+            main, pod = mains.get((ns, name)), pods.get((ns, name))
+        if main is None or main.exit is not None:
+            phase = (pod or {}).get("status", {}).get("phase", "Unknown")
+            return self.refuse(*status(400, "BadRequest", "cannot attach to a container in a completed pod; current "
+                                       "phase is %s" % phase if main else "the stand-in runs no image entrypoint: "
+                                       "pod %s's container has no command to attach to" % name))
+        want_stdin = query.get("stdin", ["false"])[0].lower() in ("true", "1")
+        if want_stdin and main.feed is None:
+            return self.refuse(*status(400, "BadRequest", "stdin requested, but the container of pod %s was not "
+                                       "created with stdin: true" % name))
+        ws = self.upgrade()
+        if ws is None:
+            return
+        gone = threading.Event()
+
+        def out(stream, data):
+            ws.send(bytes([1 if stream == "stdout" else 2]) + data)
+
+        def read_client():
+            while True:
+                msg = ws.recv()
+                if msg is None:
+                    break
+                if want_stdin and msg[:1] == b"\x00":
+                    main.feed.write(msg[1:])
+                elif want_stdin and msg == b"\xff\x00" and main.stdin_once:
+                    main.feed.close()
+            if want_stdin and main.stdin_once:
+                main.feed.close()
+            gone.set()
+        main.subscribe(out)
+        threading.Thread(target=read_client, daemon=True).start()
+        while not main.done.is_set() and not gone.is_set():
+            main.done.wait(0.1)
+        main.unsubscribe(out)
+        if main.done.is_set():
+            st = {"metadata": {}, "status": "Success"} if main.exit == 0 else {
+                "metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+                "message": "command terminated with non-zero exit code: exit code %d" % main.exit,
+                "details": {"causes": [{"reason": "ExitCode", "message": str(main.exit)}]}}
+            try:
+                ws.send(b"\x03" + json.dumps(st).encode())
+                ws.close()
+            except OSError:
+                pass
+
+    def exec_ws(self, ns, name, query):
+        agent = self.may(ns, name, "exec")
+        if agent is None:
+            return
+        argv = query.get("command") or []
+        if not argv:
+            return self.refuse(*status(400, "BadRequest", "you must specify at least 1 command"))
+        want_stdin = query.get("stdin", ["false"])[0].lower() in ("true", "1")
+        ws = self.upgrade()
+        if ws is None:
+            return
         # stdin streams to the command as it comes (v5 can end it; v4 ends with the connection),
         # and a client that goes away stops its exec (a cluster's would go on: the backend stops
         # its runs itself; here nothing would ever end a forgotten one)

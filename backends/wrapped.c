@@ -655,7 +655,7 @@ static int wrap_reset(void *s, lb_error *err)
 	{                                                                                          \
 		.name = NAME,                                                                      \
 		.caps = LB_CAP_POOL | LB_CAP_PERSISTENT_WORKSPACE | LB_CAP_NETWORK_POLICY |        \
-			LB_CAP_SECCOMP | LB_CAP_INTERACTIVE | LB_CAP_ROOTFS | LB_CAP_RUN_LIMITS,                       \
+			LB_CAP_SECCOMP | LB_CAP_INTERACTIVE | LB_CAP_ROOTFS | LB_CAP_RUN_LIMITS,   \
 		.open = OPEN, .run = lb_native_run, .copy_in = lb_native_copy_in,                  \
 		.copy_out = lb_native_copy_out, .collect = lb_native_collect,                      \
 		.close = lb_native_close, .prestart = lb_native_prestart,                          \

@@ -286,6 +286,15 @@ static bool ioctl_denied(const lb_syscall_policy *p, uint64_t req)
 	return false;
 }
 
+/* socket(): refused for a family the policy does not name (or any from AF_MAX up, high bits
+ * included), and for netlink but NETLINK_ROUTE when it holds netlink to routing. */
+static bool socket_denied(const lb_syscall_policy *p, const uint64_t *args)
+{
+	if (args[0] >= AF_MAX || !family_allowed(p, (int)args[0]))
+		return true;
+	return p->netlink_route_only && args[0] == AF_NETLINK && args[2] != NETLINK_ROUTE;
+}
+
 /* Returns the expected action; *alt is a second acceptable one (known, reported leniency). */
 static uint32_t expected(const lb_syscall_policy *p, int nr, const uint64_t *args, uint32_t *alt)
 {
@@ -300,6 +309,8 @@ static uint32_t expected(const lb_syscall_policy *p, int nr, const uint64_t *arg
 			return RET_ERRNO_X(ENOSYS);
 		if (p->n_deny_ioctls && nr == SCMP_SYS(ioctl))
 			return ioctl_denied(p, args[1]) ? deny : RET_ALLOW;
+		if (p->restrict_sockets && nr == SCMP_SYS(socket))
+			return socket_denied(p, args) ? deny : RET_ALLOW;
 		return RET_ALLOW;
 	}
 	uint32_t fallback = p->kill ? RET_KILL : RET_ERRNO_X(ENOSYS);
@@ -324,6 +335,8 @@ static uint32_t expected(const lb_syscall_policy *p, int nr, const uint64_t *arg
 			*alt = RET_ALLOW;
 		return in_list ? RET_ALLOW : fallback;
 	}
+	if (p->restrict_sockets && nr == SCMP_SYS(socket) && in_list)
+		return socket_denied(p, args) ? RET_ERRNO_X(EPERM) : RET_ALLOW;
 	return in_list ? RET_ALLOW : fallback;
 }
 
@@ -380,6 +393,17 @@ static void check_filter(const lb_filter *f, const lb_syscall_policy *p, struct 
 	}
 	args[0] = 0;
 	check_one(f, p, AUDIT_ARCH_X86_64, SCMP_SYS(clone3), args);
+	/* socket: every family, beyond AF_MAX, with high bits; netlink with a few protocols */
+	static const uint64_t protocols[] = {NETLINK_ROUTE, 9 /* audit */, 0x100000000ULL};
+	for (uint64_t family = 0; family < AF_MAX + 4; family++)
+		for (size_t k = 0; k < sizeof protocols / sizeof protocols[0]; k++) {
+			args[0] = family;
+			args[2] = protocols[k];
+			check_one(f, p, AUDIT_ARCH_X86_64, SCMP_SYS(socket), args);
+			args[0] = family | 0x100000000ULL;
+			check_one(f, p, AUDIT_ARCH_X86_64, SCMP_SYS(socket), args);
+		}
+	args[0] = args[2] = 0;
 	for (size_t i = 0; i < p->n_deny_ioctls && i < 64; i++) {
 		args[1] = p->deny_ioctls[i];
 		check_one(f, p, AUDIT_ARCH_X86_64, SCMP_SYS(ioctl), args);
@@ -457,6 +481,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static struct pool pl;
 	static const char *deny[1024], *allow[1024];
 	static unsigned long ioctls[4096];
+	static int families[16];
 	struct in in = {data, size};
 	pl.used = 0;
 	unsigned flags = u8(&in);
@@ -472,6 +497,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (flags & 8) {
 		p.n_deny_ioctls = gen_ioctls(&in, ioctls, 4096);
 		p.deny_ioctls = ioctls;
+	}
+	if (flags & 16) { /* socket families, some beyond AF_MAX */
+		p.restrict_sockets = true;
+		p.netlink_route_only = flags & 32;
+		p.n_socket_families = u8(&in) % 16;
+		for (size_t i = 0; i < p.n_socket_families; i++)
+			families[i] = (int)(u8(&in) % (AF_MAX + 8));
+		p.socket_families = families;
 	}
 	check_names(deny, p.n_deny, deny_nr);
 	check_names(allow, p.n_allow, allow_nr);

@@ -125,6 +125,11 @@ return {
         -- TIOCSTI pushes characters into a terminal's input (typing commands into the caller's
         -- shell if a tty leaked in); TIOCLINUX does similar things on a Linux console.
         deny_ioctls = { "TIOCSTI", "TIOCLINUX" },
+        -- the address families socket() may create; every other is refused: vsock is not
+        -- confined by network namespaces (on a VM host it reaches the hypervisor's services),
+        -- and packet, alg, xdp, tipc, rds and the like are kernel surface no program here needs.
+        -- netlink_route: netlink for interface and address queries only.
+        socket_families = { "unix", "inet", "inet6", "netlink_route" },
     },
 
     checks = {

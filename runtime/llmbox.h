@@ -51,6 +51,12 @@ typedef struct lb_syscall_policy {
 	bool deny_namespace_clone; /* clone() with CLONE_NEW* flags, and clone3 (opaque args) */
 	const unsigned long *deny_ioctls; /* ioctl request numbers, compared on their low 32 bits */
 	size_t n_deny_ioctls;
+	/* socket(): only these address families (AF_*) when restrict_sockets, the rest refused;
+	 * AF_NETLINK only for NETLINK_ROUTE when netlink_route_only */
+	bool restrict_sockets;
+	const int *socket_families;
+	size_t n_socket_families;
+	bool netlink_route_only;
 } lb_syscall_policy;
 
 typedef struct lb_filter lb_filter;
@@ -62,6 +68,9 @@ void lb_filter_free(lb_filter *f);
 int lb_filter_memfd(const lb_filter *f, lb_error *err);
 /* The compiled program: *len bytes of struct sock_filter, owned by f. */
 const void *lb_filter_program(const lb_filter *f, size_t *len);
+/* An address family by the name policies give it ("unix", "inet", "vsock"...; "netlink_route"
+ * is AF_NETLINK); -1 when unknown. */
+int lb_socket_family(const char *name);
 /* Resolves a syscall name on the native architecture; -1 when unknown. */
 int lb_syscall_number(const char *name);
 /* The native architecture's name for syscall number nr, or NULL; valid until the next call in

@@ -75,6 +75,7 @@
 #include <lua.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 
 #define SESSION_MT "llmbox.core.session"
 #define PENDING_MT "llmbox.core.pending"
@@ -239,6 +240,30 @@ static void read_syscalls(lua_State *L, int sc, lb_syscall_policy *sp)
 			if (!(ioctls[i] = lb_ioctl_number(names[i])))
 				luaL_error(L, "syscalls.deny_ioctls: unknown ioctl \"%s\"",
 					   names[i]);
+		/* socket_families: names; absent, no rule (a policy's schema gives the default) */
+		rawfield(L, sc, "socket_families");
+		bool listed = lua_istable(L, -1);
+		lua_pop(L, 1);
+		if (listed) {
+			size_t n_fam = 0;
+			const char **fam = string_array(L, sc, "socket_families", &n_fam);
+			int *numbers = lua_newuserdata(L, (n_fam ? n_fam : 1) * sizeof *numbers);
+			bool netlink_all = false, netlink_route = false;
+			for (size_t i = 0; i < n_fam; i++) {
+				if ((numbers[i] = lb_socket_family(fam[i])) < 0)
+					luaL_error(
+						L,
+						"syscalls.socket_families: unknown address family "
+						"\"%s\"",
+						fam[i]);
+				netlink_all |= strcmp(fam[i], "netlink") == 0;
+				netlink_route |= strcmp(fam[i], "netlink_route") == 0;
+			}
+			sp->restrict_sockets = true;
+			sp->socket_families = numbers;
+			sp->n_socket_families = n_fam;
+			sp->netlink_route_only = netlink_route && !netlink_all;
+		}
 	}
 	sp->deny_ioctls = ioctls;
 	sp->n_deny_ioctls = n_ioctl;
@@ -1446,6 +1471,17 @@ static int l_filter_program(lua_State *L)
 	return 1;
 }
 
+/* core.socket_family(name) -> AF_* number | nil (core.AF_MAX: the first number Linux lacks) */
+static int l_socket_family(lua_State *L)
+{
+	int family = lb_socket_family(luaL_checkstring(L, 1));
+	if (family < 0)
+		lua_pushnil(L);
+	else
+		lua_pushinteger(L, family);
+	return 1;
+}
+
 static int l_syscall_number(lua_State *L)
 {
 	int nr = lb_syscall_number(luaL_checkstring(L, 1));
@@ -1543,6 +1579,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"probe", l_probe},
 					 {"syscall_number", l_syscall_number},
 					 {"filter_program", l_filter_program},
+					 {"socket_family", l_socket_family},
 					 {"syscall_names", l_syscall_names},
 					 {"ioctl_number", l_ioctl_number},
 					 {"listdir", l_listdir},
@@ -1587,5 +1624,7 @@ int luaopen_llmbox_core(lua_State *L)
 	luaL_register(L, NULL, funcs);
 	lua_pushstring(L, LLMBOX_VERSION);
 	lua_setfield(L, -2, "VERSION");
+	lua_pushinteger(L, AF_MAX);
+	lua_setfield(L, -2, "AF_MAX");
 	return 1;
 }

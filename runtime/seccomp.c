@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <linux/netlink.h>
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -58,6 +60,63 @@ unsigned long lb_ioctl_number(const char *name)
 		if (strcmp(known[i].name, name) == 0)
 			return known[i].nr;
 	return 0;
+}
+
+/* Address families by name: those Linux has, so that a policy may allow one on purpose. */
+static const struct {
+	const char *name;
+	int family;
+} families[] = {
+	{"unix", AF_UNIX},
+	{"inet", AF_INET},
+	{"inet6", AF_INET6},
+	{"netlink", AF_NETLINK},
+	{"netlink_route", AF_NETLINK},
+	{"packet", AF_PACKET},
+	{"vsock", AF_VSOCK},
+	{"alg", AF_ALG},
+	{"xdp", AF_XDP},
+	{"tipc", AF_TIPC},
+	{"rds", AF_RDS},
+	{"bluetooth", AF_BLUETOOTH},
+	{"can", AF_CAN},
+	{"key", AF_KEY},
+	{"appletalk", AF_APPLETALK},
+	{"ax25", AF_AX25},
+	{"x25", AF_X25},
+	{"llc", AF_LLC},
+	{"nfc", AF_NFC},
+	{"qipcrtr", AF_QIPCRTR},
+	{"smc", AF_SMC},
+	{"phonet", AF_PHONET},
+	{"ieee802154", AF_IEEE802154},
+	{"caif", AF_CAIF},
+	{"isdn", AF_ISDN},
+	{"iucv", AF_IUCV},
+	{"rxrpc", AF_RXRPC},
+	{"kcm", AF_KCM},
+	{"pppox", AF_PPPOX},
+	{"atmpvc", AF_ATMPVC},
+	{"atmsvc", AF_ATMSVC},
+	{"rose", AF_ROSE},
+	{"netrom", AF_NETROM},
+	{"ipx", AF_IPX},
+	{"decnet", AF_DECnet},
+	{"netbeui", AF_NETBEUI},
+	{"security", AF_SECURITY},
+	{"wanpipe", AF_WANPIPE},
+	{"irda", AF_IRDA},
+	{"ib", AF_IB},
+	{"mpls", AF_MPLS},
+	{"bridge", AF_BRIDGE},
+};
+
+int lb_socket_family(const char *name)
+{
+	for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+		if (strcmp(families[i].name, name) == 0)
+			return families[i].family;
+	return -1;
 }
 
 static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, lb_error *err)
@@ -134,6 +193,65 @@ static int add_ioctl_rules(scmp_filter_ctx ctx, const lb_syscall_policy *p, uint
 	return 0;
 }
 
+static bool family_allowed(const lb_syscall_policy *p, int family)
+{
+	for (size_t i = 0; i < p->n_socket_families; i++)
+		if (p->socket_families[i] == family)
+			return true;
+	return false;
+}
+
+/* socket()'s first argument: the families the policy does not name are refused one by one, and
+ * every number from AF_MAX up, which also catches a family with high bits set (the kernel
+ * reads an int); AF_NETLINK may be held to NETLINK_ROUTE (third argument, any other value
+ * refused, high bits included). In allow-list mode, where socket is listed, what is allowed is
+ * allowed by the same tests. */
+static int add_socket_rules(scmp_filter_ctx ctx, const lb_syscall_policy *p, uint32_t deny,
+			    lb_error *err)
+{
+	/* (an allow-list that does not list socket refuses it whole: nothing to add) */
+	if (!p->default_allow && !listed(p, "socket"))
+		return 0;
+	int r;
+	for (int family = 0; family < AF_MAX; family++) {
+		if (family_allowed(p, family))
+			continue;
+		r = seccomp_rule_add(ctx, deny, SCMP_SYS(socket), 1,
+				     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)family, 0));
+		/* (-EEXIST: socket is on the deny list as a whole already) */
+		if (r < 0 && r != -EEXIST)
+			return lb_fail(err, -r, "seccomp rule for socket family %d", family);
+	}
+	r = seccomp_rule_add(ctx, deny, SCMP_SYS(socket), 1,
+			     SCMP_A0(SCMP_CMP_GE, (scmp_datum_t)AF_MAX, 0));
+	if (r < 0 && r != -EEXIST)
+		return lb_fail(err, -r, "seccomp rule for socket families from %d", AF_MAX);
+	bool route_only = p->netlink_route_only && family_allowed(p, AF_NETLINK);
+	if (route_only) {
+		r = seccomp_rule_add(ctx, deny, SCMP_SYS(socket), 2,
+				     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)AF_NETLINK, 0),
+				     SCMP_A2(SCMP_CMP_NE, (scmp_datum_t)NETLINK_ROUTE, 0));
+		if (r < 0 && r != -EEXIST)
+			return lb_fail(err, -r, "seccomp rule for netlink protocols");
+	}
+	if (p->default_allow)
+		return 0;
+	for (size_t i = 0; i < p->n_socket_families; i++) {
+		int family = p->socket_families[i];
+		if (family < 0 || family >= AF_MAX)
+			continue;
+		r = family == AF_NETLINK && route_only
+			    ? seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2,
+					       SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)family, 0),
+					       SCMP_A2(SCMP_CMP_EQ, (scmp_datum_t)NETLINK_ROUTE, 0))
+			    : seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+					       SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)family, 0));
+		if (r < 0 && r != -EEXIST)
+			return lb_fail(err, -r, "seccomp rule for socket family %d", family);
+	}
+	return 0;
+}
+
 lb_filter *lb_filter_build(const lb_syscall_policy *p, lb_error *err)
 {
 	uint32_t deny = p->kill ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(EPERM);
@@ -164,10 +282,11 @@ lb_filter *lb_filter_build(const lb_syscall_policy *p, lb_error *err)
 	} else {
 		for (size_t i = 0; i < p->n_allow; i++) {
 			const char *n = p->allow[i];
-			/* clone and ioctl get conditional rules below. */
+			/* clone, ioctl and socket get conditional rules below. */
 			if ((p->deny_namespace_clone &&
 			     (!strcmp(n, "clone") || !strcmp(n, "clone3"))) ||
-			    (p->n_deny_ioctls && !strcmp(n, "ioctl")))
+			    (p->n_deny_ioctls && !strcmp(n, "ioctl")) ||
+			    (p->restrict_sockets && !strcmp(n, "socket")))
 				continue;
 			if (add_rule(ctx, SCMP_ACT_ALLOW, n, err) < 0)
 				goto out;
@@ -199,6 +318,9 @@ lb_filter *lb_filter_build(const lb_syscall_policy *p, lb_error *err)
 			goto out;
 		}
 	}
+
+	if (p->restrict_sockets && add_socket_rules(ctx, p, deny, err) < 0)
+		goto out;
 
 	memfd = memfd_create("llmbox-seccomp", MFD_CLOEXEC);
 	if (memfd < 0) {

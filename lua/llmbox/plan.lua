@@ -11,7 +11,8 @@
 --     image    = "name:tag" | nil           the caller's; native refuses one
 --     limits   = { workspace =, tmp =, cgroup = "require" | ..., cpus =,   the sandbox's own, and
 --                  memory =, processes =, open_files = }                   its runs' ceilings
---     syscalls = { default =, action =, deny =, allow =, deny_namespace_clone =, deny_ioctls = }
+--     syscalls = { default =, action =, deny =, allow =, deny_namespace_clone =, deny_ioctls =,
+--                  socket_families = }
 --     hostname = "llmbox",
 --   }
 --
@@ -105,6 +106,7 @@ function _M.sandbox(policy, recipe, request)
             allow = sc.allow,
             deny_namespace_clone = sc.deny_namespace_clone,
             deny_ioctls = sc.deny_ioctls,
+            socket_families = sc.socket_families,
         },
         hostname = "llmbox",
         -- the kubernetes backend's pod settings (namespace, labels, isolation...); others ignore it

@@ -114,6 +114,36 @@ describe("container seccomp profile #unpriv", function()
         end
     end)
 
+    it("refuses socket families the policy does not name, as native's filter does", function()
+        local sc = spec_for("default").syscalls
+        assert.same({ "unix", "inet", "inet6", "netlink_route" }, sc.socket_families)
+        local socket = rules_for(container.seccomp_profile(sc), "socket")
+        local refused, route_only, beyond = {}, false, false
+        for _, r in ipairs(socket) do
+            assert.equal(1, r.errnoRet)
+            if #r.args == 2 then
+                route_only = r.args[1].value == 16 and r.args[2].index == 2 and r.args[2].op == "SCMP_CMP_NE"
+            elseif r.args[1].op == "SCMP_CMP_GE" then
+                beyond = r.args[1].value == core.AF_MAX
+            else
+                refused[r.args[1].value] = true
+            end
+        end
+        assert.is_true(refused[40]) -- vsock
+        assert.is_true(refused[38]) -- alg
+        for _, family in ipairs({ 1, 2, 10, 16 }) do assert.is_nil(refused[family], family) end
+        assert.is_true(route_only)
+        assert.is_true(beyond)
+        -- an allow list that lists socket allows the named families by the same tests
+        local allow = container.seccomp_profile({ default = "deny", action = "errno", allow = { "socket", "read" },
+            socket_families = { "unix", "netlink_route" } })
+        local allowed = {}
+        for _, r in ipairs(rules_for(allow, "socket")) do
+            if r.action == "SCMP_ACT_ALLOW" then allowed[#allowed + 1] = r.args[1].value .. "/" .. #r.args end
+        end
+        assert.same({ "1/1", "16/2" }, allowed)
+    end)
+
     it("kills instead when the policy says kill, and refuses the policy's ioctls by number", function()
         local prof = container.seccomp_profile({ default = "allow", action = "kill", deny = { "ptrace" },
             deny_ioctls = { "TIOCSTI" } })

@@ -26,6 +26,9 @@ local policy = assert(session.load_policy("default"))
 policy.limits.timeout = 24 * 3600
 policy.limits.output = 1024 * 1024 * 1024
 if memory > 0 then policy.limits.memory = memory end
+-- a container runtime's default profile leaves socket families to the pod (llmbox's filter in
+-- it refuses what its policy does not name)
+policy.syscalls.socket_families = require("llmbox.policy.schema").SOCKET_FAMILIES
 -- the image every pod runs: the host's /usr, with every language's files (as the languages
 -- image the specs build for the engines holds them all)
 for _, recipe in ipairs(llmbox.langs()) do
@@ -107,9 +110,9 @@ local function request(line)
         say({ id = type(req) == "table" and req.id or nil, error = "a request is {id, argv, stdin_fifo, cancel}" })
         return
     end
-    local run, err = start(req)
+    local run, serr = start(req)
     if not run then
-        say({ id = req.id, error = tostring(err) })
+        say({ id = req.id, error = tostring(serr) })
         return
     end
     running[req.id] = { run = run, cancel = req.cancel }

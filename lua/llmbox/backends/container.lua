@@ -146,6 +146,7 @@ function _M.seccomp_profile(sc)
     for _, name in ipairs(sc.allow or {}) do listed[name] = true end
     local ns_clone = sc.deny_namespace_clone ~= false
     local ioctls = sc.deny_ioctls or {}
+    local families = sc.socket_families
     local profile = { architectures = { "SCMP_ARCH_X86_64" }, syscalls = json.array(rules) }
     if allow_list then
         profile.defaultAction = kill and "SCMP_ACT_KILL_PROCESS" or "SCMP_ACT_ERRNO"
@@ -154,6 +155,7 @@ function _M.seccomp_profile(sc)
         for _, name in ipairs(sc.allow or {}) do
             -- clone and ioctl get conditional rules below
             local conditional = (ns_clone and (name == "clone" or name == "clone3")) or (#ioctls > 0 and name == "ioctl")
+                or (families and name == "socket")
             if not conditional then names[#names + 1] = name end
         end
         if #names > 0 then rule(names, "SCMP_ACT_ALLOW") end
@@ -198,6 +200,42 @@ function _M.seccomp_profile(sc)
         for _, b in ipairs(ioctl_allow_blocks(denied)) do
             rule({ "ioctl" }, "SCMP_ACT_ALLOW", nil,
                 { { index = 1, value = b.value, valueTwo = b.valueTwo, op = "SCMP_CMP_MASKED_EQ" } })
+        end
+    end
+    -- socket()'s address family, as native refuses it: every family not named, every number
+    -- from AF_MAX up (a family with high bits set too), AF_NETLINK but for NETLINK_ROUTE when
+    -- only netlink_route is named; an allow list that does not list socket refuses it whole
+    if families and (not allow_list or listed.socket) then
+        local allowed, route_only = {}, false
+        for _, name in ipairs(families) do
+            allowed[core.socket_family(name)] = true
+            if name == "netlink_route" then route_only = true end
+        end
+        for _, name in ipairs(families) do
+            if name == "netlink" then route_only = false end
+        end
+        local netlink = core.socket_family("netlink")
+        for family = 0, core.AF_MAX - 1 do
+            if not allowed[family] then
+                rule({ "socket" }, deny, EPERM, { { index = 0, value = family, op = "SCMP_CMP_EQ" } })
+            end
+        end
+        rule({ "socket" }, deny, EPERM, { { index = 0, value = core.AF_MAX, op = "SCMP_CMP_GE" } })
+        if route_only and allowed[netlink] then
+            rule({ "socket" }, deny, EPERM, { { index = 0, value = netlink, op = "SCMP_CMP_EQ" },
+                { index = 2, value = 0, op = "SCMP_CMP_NE" } })
+        end
+        if allow_list then
+            local done = {}
+            for _, name in ipairs(families) do
+                local family = core.socket_family(name)
+                if not done[family] then
+                    done[family] = true
+                    local args = { { index = 0, value = family, op = "SCMP_CMP_EQ" } }
+                    if family == netlink and route_only then args[2] = { index = 2, value = 0, op = "SCMP_CMP_EQ" } end
+                    rule({ "socket" }, "SCMP_ACT_ALLOW", nil, args)
+                end
+            end
         end
     end
     return profile

@@ -110,6 +110,13 @@ local MOUNT = {
 local ENV_NAME = { type = "string", pattern = "^[%a_][%w_]*$",
     pattern_desc = 'an environment variable name such as "PATH" (letters, digits and _)' }
 
+-- Address families by the names syscalls.socket_families takes (runtime/seccomp.c resolves them).
+local SOCKET_FAMILIES = { "unix", "inet", "inet6", "netlink", "netlink_route", "packet", "vsock", "alg", "xdp",
+    "tipc", "rds", "bluetooth", "can", "key", "appletalk", "ax25", "x25", "llc", "nfc", "qipcrtr", "smc", "phonet",
+    "ieee802154", "caif", "isdn", "iucv", "rxrpc", "kcm", "pppox", "atmpvc", "atmsvc", "rose", "netrom", "ipx",
+    "decnet", "netbeui", "security", "wanpipe", "irda", "ib", "mpls", "bridge" }
+
+_M.SOCKET_FAMILIES = SOCKET_FAMILIES
 local SYSCALL = { type = "string", pattern = "^[a-z0-9_]+$",
     pattern_desc = 'a syscall name such as "mount" (lower-case letters, digits and _)' }
 
@@ -400,6 +407,12 @@ local POLICY = {
                 deny_namespace_clone = { type = "boolean", default = true },
                 deny_ioctls = { type = "array", default = { "TIOCSTI", "TIOCLINUX" }, inherit = "keep",
                     of = { type = "enum", values = { "TIOCSTI", "TIOCLINUX", "TIOCSETD", "TIOCCONS" } } },
+                -- the address families socket() may create: every other is refused by the
+                -- filter (vsock is not confined by network namespaces; packet, alg, xdp, tipc,
+                -- rds... are kernel surface no sandboxed program needs); netlink_route is
+                -- AF_NETLINK for NETLINK_ROUTE only (interface and address queries)
+                socket_families = { type = "array", default = { "unix", "inet", "inet6", "netlink_route" },
+                    of = { type = "enum", values = SOCKET_FAMILIES } },
             },
             finish = function(s)
                 if s.default == "deny" and #s.allow == 0 then

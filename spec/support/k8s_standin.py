@@ -257,75 +257,55 @@ def notify(ns, kind, pod):
             q.put({"type": kind, "object": pod})
 
 
-def network_policies(method, ns, name, body, role):
-    """NetworkPolicies are records here: the stand-in's pods have no network to cut."""
+def records(method, ns, name, body, role, store, kind, resource, group="", check=None):
+    """Objects kept as they were made (NetworkPolicies: the stand-in's pods have no network to
+    cut; ConfigMaps, which pods' volumes show): create, get, list, delete. check(obj): a
+    refusal, or None."""
     verb = {"POST": "create", "DELETE": "delete"}.get(method, "get" if name else "list")
+    full = resource + ("." + group if group else "")
     if role != "admin" and verb not in ("get", "list"):
-        return status(403, "Forbidden", 'networkpolicies.networking.k8s.io is forbidden: User "reader" cannot %s '
-                      'resource "networkpolicies" in API group "networking.k8s.io" in the namespace "%s"' % (verb, ns),
-                      {"group": "networking.k8s.io", "kind": "networkpolicies"})
+        return status(403, "Forbidden", '%s is forbidden: User "reader" cannot %s resource "%s" in API group "%s" in '
+                      'the namespace "%s"' % (full, verb, resource, group, ns), {"group": group, "kind": resource})
     if ns not in NAMESPACES:
         return status(404, "NotFound", 'namespaces "%s" not found' % ns, {"name": ns, "kind": "namespaces"})
     with lock:
         if verb == "list":
-            items = [p for (pns, _), p in sorted(netpols.items()) if pns == ns]
-            return 200, {"kind": "NetworkPolicyList", "apiVersion": "networking.k8s.io/v1", "metadata": {},
+            items = [o for (ons, _), o in sorted(store.items()) if ons == ns]
+            return 200, {"kind": kind + "List", "apiVersion": (group + "/v1") if group else "v1", "metadata": {},
                          "items": items}
         if verb == "create":
-            np = json.loads(body or b"{}")
-            npname = (np.get("metadata") or {}).get("name")
-            if not npname:
-                return status(422, "Invalid", "NetworkPolicy.networking.k8s.io \"\" is invalid: metadata.name: "
-                              "Required value")
-            if (ns, npname) in netpols:
-                return status(409, "AlreadyExists", 'networkpolicies.networking.k8s.io "%s" already exists' % npname)
-            np["metadata"]["namespace"] = ns
-            netpols[(ns, npname)] = np
-            return 201, np
-        np = netpols.get((ns, name))
-        if np is None:
-            return status(404, "NotFound", 'networkpolicies.networking.k8s.io "%s" not found' % name)
+            obj = json.loads(body or b"{}")
+            oname = (obj.get("metadata") or {}).get("name")
+            if not oname:
+                return status(422, "Invalid", '%s "" is invalid: metadata.name: Required value' % kind)
+            refused = check(obj) if check else None
+            if refused:
+                return refused
+            if (ns, oname) in store:
+                return status(409, "AlreadyExists", '%s "%s" already exists' % (full, oname),
+                              {"name": oname, "kind": resource})
+            obj["metadata"]["namespace"] = ns
+            store[(ns, oname)] = obj
+            return 201, obj
+        obj = store.get((ns, name))
+        if obj is None:
+            return status(404, "NotFound", '%s "%s" not found' % (full, name), {"name": name, "kind": resource})
         if verb == "delete":
-            del netpols[(ns, name)]
-        return 200, np
+            del store[(ns, name)]
+        return 200, obj
 
 
-def config_maps(method, ns, name, body, role):
-    verb = {"POST": "create", "DELETE": "delete"}.get(method, "get" if name else "list")
-    if role != "admin" and verb not in ("get", "list"):
-        return status(403, "Forbidden", 'configmaps is forbidden: User "reader" cannot %s resource "configmaps" in API '
-                      'group "" in the namespace "%s"' % (verb, ns), {"kind": "configmaps"})
-    if ns not in NAMESPACES:
-        return status(404, "NotFound", 'namespaces "%s" not found' % ns, {"name": ns, "kind": "namespaces"})
-    with lock:
-        if verb == "list":
-            items = [c for (cns, _), c in sorted(configmaps.items()) if cns == ns]
-            return 200, {"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {}, "items": items}
-        if verb == "create":
-            cm = json.loads(body or b"{}")
-            cmname = (cm.get("metadata") or {}).get("name")
-            if not cmname:
-                return status(422, "Invalid", 'ConfigMap "" is invalid: metadata.name: Required value')
-            try:
-                size = sum(len(v) for v in (cm.get("data") or {}).values()) + \
-                    sum(len(base64.b64decode(v)) for v in (cm.get("binaryData") or {}).values())
-            except ValueError:
-                return status(400, "BadRequest", 'ConfigMap "%s": binaryData is not base64' % cmname)
-            if size > 1024 * 1024:
-                return status(422, "Invalid", 'ConfigMap "%s" is invalid: []: Too long: must have at most 1048576 bytes'
-                              % cmname)
-            if (ns, cmname) in configmaps:
-                return status(409, "AlreadyExists", 'configmaps "%s" already exists' % cmname,
-                              {"name": cmname, "kind": "configmaps"})
-            cm["metadata"]["namespace"] = ns
-            configmaps[(ns, cmname)] = cm
-            return 201, cm
-        cm = configmaps.get((ns, name))
-        if cm is None:
-            return status(404, "NotFound", 'configmaps "%s" not found' % name, {"name": name, "kind": "configmaps"})
-        if verb == "delete":
-            del configmaps[(ns, name)]
-        return 200, cm
+def config_map_size(cm):
+    """A ConfigMap over the API server's 1 MiB, refused; binaryData must be base64."""
+    try:
+        size = sum(len(v) for v in (cm.get("data") or {}).values()) + \
+            sum(len(base64.b64decode(v)) for v in (cm.get("binaryData") or {}).values())
+    except ValueError:
+        return status(400, "BadRequest", 'ConfigMap "%s": binaryData is not base64' % cm["metadata"]["name"])
+    if size > 1024 * 1024:
+        return status(422, "Invalid", 'ConfigMap "%s" is invalid: []: Too long: must have at most 1048576 bytes'
+                      % cm["metadata"]["name"])
+    return None
 
 
 def config_map_volume(ns, volume, directory):
@@ -400,9 +380,11 @@ def handle(method, path, query, body, role):
         return status(400, "BadRequest", "Upgrade request required")
     if parts[:4] == ["apis", "networking.k8s.io", "v1", "namespaces"] and len(parts) in (6, 7) \
             and parts[5] == "networkpolicies":
-        return network_policies(method, parts[4], parts[6] if len(parts) == 7 else None, body, role)
+        return records(method, parts[4], parts[6] if len(parts) == 7 else None, body, role, netpols, "NetworkPolicy",
+                       "networkpolicies", "networking.k8s.io")
     if len(parts) in (5, 6) and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "configmaps":
-        return config_maps(method, parts[3], parts[5] if len(parts) == 6 else None, body, role)
+        return records(method, parts[3], parts[5] if len(parts) == 6 else None, body, role, configmaps, "ConfigMap",
+                       "configmaps", check=config_map_size)
     if len(parts) < 5 or parts[:3] != ["api", "v1", "namespaces"] or parts[4] != "pods" or len(parts) > 6:
         return status(404, "NotFound", "the server could not find the requested resource")
     ns, name = parts[3], (parts[5] if len(parts) == 6 else None)

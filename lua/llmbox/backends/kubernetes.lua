@@ -13,9 +13,10 @@
 --     an exec that kills every process of the pod's user but itself, and the pod's first
 --     process, which no process in its pid namespace can kill;
 --   * a pool's warm program is an exec whose interpreter waits on the exec's open stdin;
---   * the policy's syscall filter (the program a native jail loads) is loaded on each run's
---     program by a small loader the pod's environment holds (backends/pod_filter.c), on top of
---     the runtime's own profile; the network is cut by a deny-all NetworkPolicy that the
+--   * the policy's syscall filter (the program a native jail loads, in the pod's environment) is
+--     loaded on each run's program by llmbox's loader (backends/pod_filter.c), on top of the
+--     runtime's own profile, with a guard that keeps the program's signals off its wrapper;
+--     the network is cut by a deny-all NetworkPolicy that the
 --     cluster's network plugin must enforce, which is not llmbox's own, so a policy must accept
 --     it (kubernetes.isolation = "cluster") or the backend refuses;
 --   * llmbox's helpers (runs, sweeps, interactive cells' channel, the filter's loader) are in a
@@ -52,7 +53,6 @@ local OWNER = "llmbox.dev/owner"
 -- The pod's first process: it only waits, and no process of its pid namespace can kill it.
 local KEEPER = { "/bin/sh", "-c", "exec sleep 2147483647" }
 
--- The pods of a cluster, as the engines' Handle calls its engine: exec_start and exec.
 -- A new pod's check: its workspace and /tmp are its user's, and llmbox's helpers run there (a
 -- node of another architecture, a kernel without seccomp: exit 3, with the reason).
 local OPEN_PROBE = [[
@@ -61,6 +61,7 @@ mkdir -p /tmp/llmbox && [ -w /sandbox ] && [ -w /tmp ] || exit 1
   { echo "on $(uname -m 2>/dev/null || echo "an unknown architecture")" >&2; exit 3; }
 ]]
 
+-- The pods of a cluster, as the engines' Handle calls its engine: exec_start and exec.
 local Pods = {}
 Pods.__index = Pods
 
@@ -407,6 +408,8 @@ local function open(spec)
     ready, err = pods.client:wait_ready(pods.ns, name, k.ready_timeout or 120)
     if not ready then
         h:close()
+        -- (the helpers' configMap is looked for again next time: someone may have deleted it)
+        made_helpers = {}
         return nil, err
     end
     -- the workspace the runs write: the pod's emptyDir, which must be the pod user's; and the

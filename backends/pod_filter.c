@@ -14,7 +14,9 @@
  * policy's filter the helper loads one of its own that keeps the program's signals off its
  * supervisors: kill, tkill, tgkill, rt_(tg)sigqueueinfo and pidfd_open fail with EPERM for its
  * parent and grandparent (llmbox's helper that waits for it, and the wrapper), for -1 (every
- * process it may signal) and for the wrapper's process group; the program gets a session and
+ * process it may signal) and for the wrapper's process group, and so does making one of them
+ * the owner of a file's signals (fcntl F_SETOWN to them; F_SETOWN_EX and the sockets' FIOSETOWN
+ * and SIOCSPGRP, whose owner is behind a pointer, always); the program gets a session and
  * process group of its own (setsid), so that its own group is still its to signal.
  *
  * No libc, no relocation, no dependency: it runs in images llmbox knows nothing of, from the
@@ -31,6 +33,8 @@
 #define NR_READ		     0
 #define NR_WRITE	     1
 #define NR_CLOSE	     3
+#define NR_IOCTL	     16
+#define NR_FCNTL	     72
 #define NR_EXECVE	     59
 #define NR_KILL		     62
 #define NR_GETPPID	     110
@@ -70,6 +74,8 @@ __asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n\tmov %rsp,%rdi\n\tand
 #define NR_READ		     63
 #define NR_WRITE	     64
 #define NR_CLOSE	     57
+#define NR_IOCTL	     29
+#define NR_FCNTL	     25
 #define NR_EXECVE	     221
 #define NR_KILL		     129
 #define NR_GETPPID	     173
@@ -220,36 +226,81 @@ static long parent_of(long pid)
 }
 
 /* The filter that keeps the program's signals off its supervisors (see the top), for the
- * parent p1, the grandparent p2 (0: none) and the process group pgid. */
-static struct sock_filter guard[32];
+ * parent p1, the grandparent p2 (0: none) and the process group pgid: a little assembler with
+ * forward jumps to labels, fixed up once every label is placed. */
+enum label { L_PID, L_FCNTL, L_OWNER, L_IOCTL, L_DENY, N_LABELS };
+static struct sock_filter guard[64];
+static unsigned short guard_len, label_at[N_LABELS], fix_at[32];
+static unsigned char fix_label[32], n_fixes;
+
+static void emit(struct sock_filter f)
+{
+	guard[guard_len++] = f;
+}
+
+static void jump_if(unsigned k, enum label to)
+{
+	fix_at[n_fixes] = guard_len;
+	fix_label[n_fixes++] = (unsigned char)to;
+	emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, k, 0, 0));
+}
+
+static void load(unsigned offset)
+{
+	emit((struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offset));
+}
+
+static void allow(void)
+{
+	emit((struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+}
 
 static unsigned short guard_program(unsigned p1, unsigned p2, unsigned pgid)
 {
-	static const unsigned calls[] = {
+	static const unsigned signals[] = {
 		NR_KILL,      NR_TKILL, NR_TGKILL, NR_RT_SIGQUEUEINFO, NR_RT_TGSIGQUEUEINFO,
 		NR_PIDFD_OPEN};
 	const unsigned targets[] = {p1, p2 ? p2 : p1, 0xffffffffu, pgid ? 0u - pgid : p1};
-	const unsigned n_calls = sizeof calls / sizeof *calls;
-	const unsigned n_targets = sizeof targets / sizeof *targets;
-	unsigned short n = 0;
-	guard[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4); /* arch */
-	/* (another architecture's calls are the policy's filter's to refuse) */
-	guard[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 1, 0);
-	guard[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-	guard[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0); /* nr */
-	/* a match jumps over the compares after it and the allow, to the argument's load */
-	for (unsigned i = 0; i < n_calls; i++)
-		guard[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, calls[i],
-							  (unsigned char)(n_calls - i), 0);
-	guard[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-	/* the first argument's low 32 bits (little-endian): the pid, tid or tgid */
-	guard[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 16);
-	for (unsigned i = 0; i < n_targets; i++)
-		guard[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, targets[i],
-							  (unsigned char)(n_targets - i), 0);
-	guard[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-	guard[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
-	return n;
+	/* the arguments' low 32 bits (little-endian): a pid, a tid, a command */
+	const unsigned arg0 = 16, arg1 = 24, arg2 = 32;
+	load(4); /* arch: another's calls are the policy's filter's to refuse */
+	emit((struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 1, 0));
+	allow();
+	load(0);
+	for (unsigned i = 0; i < sizeof signals / sizeof *signals; i++)
+		jump_if(signals[i], L_PID);
+	jump_if(NR_FCNTL, L_FCNTL);
+	jump_if(NR_IOCTL, L_IOCTL);
+	allow();
+	/* a signal to a supervisor, -1 or the wrapper's group */
+	label_at[L_PID] = guard_len;
+	load(arg0);
+	for (unsigned i = 0; i < sizeof targets / sizeof *targets; i++)
+		jump_if(targets[i], L_DENY);
+	allow();
+	/* SIGIO (or any signal F_SETSIG names) sent to a supervisor when a file is ready: F_SETOWN
+	 * to one of them, and F_SETOWN_EX, whose owner is behind a pointer */
+	label_at[L_FCNTL] = guard_len;
+	load(arg1);
+	jump_if(15 /* F_SETOWN_EX */, L_DENY);
+	jump_if(8 /* F_SETOWN */, L_OWNER);
+	allow();
+	label_at[L_OWNER] = guard_len;
+	load(arg2);
+	for (unsigned i = 0; i < sizeof targets / sizeof *targets; i++)
+		jump_if(targets[i], L_DENY);
+	allow();
+	/* the same for sockets, whose owner is behind a pointer */
+	label_at[L_IOCTL] = guard_len;
+	load(arg1);
+	jump_if(0x8901 /* FIOSETOWN */, L_DENY);
+	jump_if(0x8902 /* SIOCSPGRP */, L_DENY);
+	allow();
+	label_at[L_DENY] = guard_len;
+	emit((struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+	for (unsigned i = 0; i < n_fixes; i++)
+		guard[fix_at[i]].jt = (unsigned char)(label_at[fix_label[i]] - fix_at[i] - 1);
+	return guard_len;
 }
 
 /* Executes name (looked up on PATH when it has no slash); returns only on failure. */

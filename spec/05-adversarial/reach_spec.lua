@@ -107,6 +107,36 @@ print('ctl-child', os.waitpid(child, 0)[1] == signal.SIGTERM)
         s:close()
         A.fresh_ok()
     end)
+
+    it("cannot have the kernel signal its supervisors for it (a file's owner, F_SETSIG)", function()
+        local s = A.session()
+        local r, res = A.py(s, [[
+import fcntl, signal, socket, struct, time
+parent = os.getppid()
+rp, wp = os.pipe()
+def arm():
+    fcntl.fcntl(rp, fcntl.F_SETSIG, signal.SIGKILL)
+    fcntl.fcntl(rp, fcntl.F_SETOWN, parent)
+    fcntl.fcntl(rp, fcntl.F_SETFL, fcntl.fcntl(rp, fcntl.F_GETFL) | os.O_ASYNC)
+    os.write(wp, b'x')
+oserr('setown-parent', arm)
+oserr('setown-ex-parent', lambda: fcntl.fcntl(rp, 15, struct.pack('ii', 0, parent)))
+oserr('fiosetown-parent', lambda: fcntl.ioctl(socket.socket(), 0x8901, struct.pack('i', parent)))
+time.sleep(0.3)
+# control: its own process may own its files' signals
+oserr('ctl-setown-self', lambda: fcntl.fcntl(rp, fcntl.F_SETOWN, os.getpid()))
+print('survived', 'yes', flush=True)
+]])
+        -- where the supervisor is within reach of the file owner's signals at all (a pod's,
+        -- the program's own user), setting it as the owner is refused; elsewhere the kernel
+        -- does not deliver them (the run's init; root's wrapper)
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal("yes", res.survived)
+        assert.equal("OK", res["ctl-setown-self"])
+        assert.is_nil(r.limit)
+        assert.equal("next\n", assert(s:exec("echo next")).stdout)
+        s:close()
+    end)
 end)
 
 -- A host-side server on TCP 127.0.0.1, an abstract unix socket and file-system unix sockets; it

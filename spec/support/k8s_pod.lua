@@ -145,7 +145,10 @@ while open or next(running) do
     if open and pf[0].revents ~= 0 then
         local got = tonumber(ffi.C.read(0, buf, 65536))
         if got <= 0 then
+            -- the stand-in is gone (or deleted the pod): so are the pod's processes, its main
+            -- process (which never ends by itself) included
             open = false
+            for _, x in pairs(running) do x.run:abort("the pod was deleted") end
         else
             pending_line = pending_line .. ffi.string(buf, got)
             while true do

@@ -255,6 +255,15 @@ static void allow(void)
 	emit((struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
 }
 
+/* The refusal when the argument at offset is one of the targets; else the allow. */
+static void refuse_targets(unsigned offset, const unsigned *targets, unsigned n)
+{
+	load(offset);
+	for (unsigned i = 0; i < n; i++)
+		jump_if(targets[i], L_DENY);
+	allow();
+}
+
 static unsigned short guard_program(unsigned p1, unsigned p2, unsigned pgid)
 {
 	static const unsigned signals[] = {
@@ -274,10 +283,7 @@ static unsigned short guard_program(unsigned p1, unsigned p2, unsigned pgid)
 	allow();
 	/* a signal to a supervisor, -1 or the wrapper's group */
 	label_at[L_PID] = guard_len;
-	load(arg0);
-	for (unsigned i = 0; i < sizeof targets / sizeof *targets; i++)
-		jump_if(targets[i], L_DENY);
-	allow();
+	refuse_targets(arg0, targets, sizeof targets / sizeof *targets);
 	/* SIGIO (or any signal F_SETSIG names) sent to a supervisor when a file is ready: F_SETOWN
 	 * to one of them, and F_SETOWN_EX, whose owner is behind a pointer */
 	label_at[L_FCNTL] = guard_len;
@@ -286,10 +292,7 @@ static unsigned short guard_program(unsigned p1, unsigned p2, unsigned pgid)
 	jump_if(8 /* F_SETOWN */, L_OWNER);
 	allow();
 	label_at[L_OWNER] = guard_len;
-	load(arg2);
-	for (unsigned i = 0; i < sizeof targets / sizeof *targets; i++)
-		jump_if(targets[i], L_DENY);
-	allow();
+	refuse_targets(arg2, targets, sizeof targets / sizeof *targets);
 	/* the same for sockets, whose owner is behind a pointer */
 	label_at[L_IOCTL] = guard_len;
 	load(arg1);

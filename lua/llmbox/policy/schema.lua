@@ -385,7 +385,8 @@ local POLICY = {
                 -- llmbox makes for it and the cluster's network plugin must enforce. Until a
                 -- policy accepts that ("cluster"), the kubernetes backend refuses to run it.
                 isolation = { type = "enum", values = { "cluster" },
-                    hint = '"cluster": the pod gets the runtime\'s default seccomp and a deny-all NetworkPolicy' },
+                    hint = '"cluster": the pod\'s network is cut by a deny-all NetworkPolicy that the cluster\'s '
+                        .. 'network plugin must enforce (llmbox adds the policy\'s syscall filter to every run)' },
                 ready_timeout = { type = "duration", default = 120 },
                 gc_after = { type = "duration", default = 3600 },
             },

@@ -155,34 +155,55 @@ print(seen)
         assert.equal("[('ADDED', 'watched'), ('DELETED', 'watched')]\n", out)
     end)
 
-    it("runs execs and attaches for kubectl (websockets, v5.channel.k8s.io): stdin, stderr, exit codes", function()
-        local version = helpers.capture("kubectl version --client -o json 2>/dev/null") or ""
-        local minor = tonumber(version:match('"minor"%s*:%s*"(%d+)'))
-        if not minor or minor < 30 then
-            -- Debian 12's kubernetes-client is 1.20, whose exec speaks SPDY, which the stand-in
-            -- does not: its create, get and delete are checked below all the same
-            pending("kubectl " .. (minor and ("1." .. minor) or "is not installed") .. ": exec over websockets needs 1.30 or later")
-        end
-        local env = "KUBECONFIG=" .. q(dir .. "/kubeconfig") .. " "
+    -- kubectl's exec and attach, over the protocol given: stdin, stdout, stderr, exit codes;
+    -- the stand-in's log says which protocol each spoke
+    local function kubectl_streams(env, pod, protocol)
         local manifest = helpers.tmpname(".json")
-        helpers.write(manifest, '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"kc"},' ..
+        helpers.write(manifest, '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"' .. pod .. '"},' ..
             '"spec":{"containers":[{"name":"c","image":"busybox"}]}}')
         -- (the stand-in serves no OpenAPI document for kubectl's validation)
-        assert.equal("pod/kc created\n", helpers.capture(env .. "kubectl create --validate=false -f " .. q(manifest) .. " 2>&1"))
-        assert.matches("^NAME", helpers.capture(env .. "kubectl get pods 2>&1"))
-        if minor and minor >= 30 then
-            local out = helpers.capture("echo abc | " .. env .. "kubectl exec -i kc -- /bin/sh -c 'cat; echo E >&2; exit 4' 2>&1; echo rc=$?")
-            assert.equal("abc\nE\ncommand terminated with exit code 4\nrc=4\n", out)
-            -- attach: the main process of a pod made with stdin, which ends it with its exit
-            helpers.write(manifest, '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"kc2"},"spec":{"containers":'
-                .. '[{"name":"c","image":"busybox","stdin":true,"stdinOnce":true,"command":["/bin/sh","-c",'
-                .. '"read l; echo got $l; echo E >&2; exit 5"]}]}}')
-            assert.equal("pod/kc2 created\n", helpers.capture(env .. "kubectl create --validate=false -f " .. q(manifest) .. " 2>&1"))
-            out = helpers.capture("echo hi | " .. env .. "kubectl attach -i kc2 2>&1; echo rc=$?")
-            assert.matches("got hi\nE\ncommand terminated with exit code 5\nrc=5\n$", out)
-            assert.equal('pod "kc2" deleted\n', helpers.capture(env .. "kubectl delete pod kc2 2>&1"))
+        assert.equal("pod/" .. pod .. " created\n", helpers.capture(env .. "kubectl create --validate=false -f " .. q(manifest) .. " 2>&1"))
+        assert.matches("\n" .. pod .. " ", helpers.capture(env .. "kubectl get pods 2>&1"))
+        local out = helpers.capture("echo abc | " .. env .. "kubectl exec -i " .. pod .. " -- /bin/sh -c 'cat; echo E >&2; exit 4' 2>&1; echo rc=$?")
+        assert.equal("abc\nE\ncommand terminated with exit code 4\nrc=4\n", out)
+        -- a megabyte each way, stdin to its end
+        out = helpers.capture("head -c 1048576 /dev/zero | " .. env .. "kubectl exec -i " .. pod ..
+            " -- /bin/sh -c 'wc -c; head -c 1048576 /dev/zero' 2>&1 | wc -c; echo rc=$?")
+        assert.equal("1048584\nrc=0\n", out)
+        -- attach: the main process of a pod made with stdin, which ends it with its exit
+        helpers.write(manifest, '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"' .. pod .. '-a"},"spec":{"containers":'
+            .. '[{"name":"c","image":"busybox","stdin":true,"stdinOnce":true,"command":["/bin/sh","-c",'
+            .. '"read l; echo got $l; echo E >&2; exit 5"]}]}}')
+        assert.equal("pod/" .. pod .. "-a created\n", helpers.capture(env .. "kubectl create --validate=false -f " .. q(manifest) .. " 2>&1"))
+        out = helpers.capture("echo hi | " .. env .. "kubectl attach -i " .. pod .. "-a 2>&1; echo rc=$?")
+        assert.matches("got hi\nE\ncommand terminated with exit code 5\nrc=5\n$", out)
+        assert.equal('pod "' .. pod .. '-a" deleted\n', helpers.capture(env .. "kubectl delete pod " .. pod .. "-a 2>&1"))
+        assert.equal('pod "' .. pod .. '" deleted\n', helpers.capture(env .. "kubectl delete pod " .. pod .. " 2>&1"))
+        local log = helpers.read(dir .. "/log")
+        for _, what in ipairs({ "/" .. pod .. "/exec over " .. protocol, "/" .. pod .. "-a/attach over " .. protocol }) do
+            assert.truthy(log:find(what, 1, true), what .. " is not in the stand-in's log:\n" .. log)
         end
-        assert.equal('pod "kc" deleted\n', helpers.capture(env .. "kubectl delete pod kc 2>&1"))
+    end
+
+    local function kubectl_minor()
+        local version = helpers.capture("kubectl version --client -o json 2>/dev/null") or ""
+        return tonumber(version:match('"minor"%s*:%s*"(%d+)'))
+    end
+
+    it("runs execs and attaches for kubectl over SPDY/3.1 (v4.channel.k8s.io), as kubectl before 1.30 speaks", function()
+        local minor = kubectl_minor()
+        if not minor then pending("kubectl is not installed (make deps-test installs Debian's kubernetes-client)") end
+        -- Debian 12's kubectl (1.20) speaks only SPDY; later ones do when told to
+        local env = "KUBECONFIG=" .. q(dir .. "/kubeconfig") .. " KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false "
+        kubectl_streams(env, "kspdy", "SPDY/3.1 (v4.channel.k8s.io)")
+    end)
+
+    it("runs execs and attaches for kubectl over websockets (v5.channel.k8s.io)", function()
+        local minor = kubectl_minor()
+        if not minor or minor < 30 then
+            pending("kubectl " .. (minor and ("1." .. minor) or "is not installed") .. ": exec over websockets needs 1.30 or later")
+        end
+        kubectl_streams("KUBECONFIG=" .. q(dir .. "/kubeconfig") .. " ", "kws", "a websocket (v5.channel.k8s.io)")
     end)
 
     it("execs for llmbox (llmbox.k8s.exec): stdin, output, exit codes, refusals", function()

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""The Kubernetes stand-in (issue 17), first part: a loopback API server that speaks the
-documented subset of the core/v1 API the kubernetes backend uses for pods, so the backend can be
-tested where no cluster can run. Its honesty is checked by an official client
-(python3-kubernetes) in spec/02-integration/k8s_standin_spec.lua.
+"""The Kubernetes stand-in (issue 17): a loopback API server that speaks the documented subset of
+the core/v1 API the kubernetes backend uses for pods, so the backend can be tested where no
+cluster can run. Its honesty is checked by the official clients (python3-kubernetes, kubectl) in
+spec/02-integration/k8s_standin_spec.lua.
 
-    k8s_standin.py DIR      (K8S_STANDIN_PROTOCOLS: the exec subprotocols it speaks; default v5 and v4)
+    k8s_standin.py DIR      (K8S_STANDIN_PROTOCOLS: the websocket subprotocols it speaks; default v5 and v4)
 
 serves HTTPS on 127.0.0.1 (a free port) with a throwaway CA, and writes DIR/kubeconfig (context
 "standin", namespace "sandboxes", the admin token) once it listens. Tokens: "admin-token" may do
@@ -12,30 +12,32 @@ everything, "reader-token" may only get and list (others are refused 403 as RBAC
 anything else is 401. Namespaces: default, sandboxes (others are 404).
 
 Routes: GET /version, /api, /api/v1, /apis (discovery); pods in a namespace: POST (create), GET
-(list, ?labelSelector=k=v[,k=v]; ?watch=true: ADDED, MODIFIED and DELETED events as they happen),
-GET NAME, DELETE NAME, and GET NAME/exec and NAME/attach over a websocket (v5.channel.k8s.io or
-v4.channel.k8s.io, as the client prefers: one byte naming the stream, then its data; the exit
-status as a Status on channel 3); networking.k8s.io/v1 networkpolicies in a
-namespace (create, get, list, delete: records only, the pods here have no network to cut);
-configmaps in a namespace (create, get, list, delete; data and binaryData), which a pod's
-configMap volumes show read-only (files of defaultMode, else 0644); a pod whose configMap is
-missing stays Pending (ContainerCreating), as a kubelet leaves it.
+(list, ?labelSelector=k=v[,k=v], ?fieldSelector= on metadata.name, metadata.namespace or
+status.phase; ?watch=true: ADDED, MODIFIED and DELETED events as they happen),
+GET NAME, DELETE NAME, and NAME/exec and NAME/attach upgraded to a stream protocol
+(k8s_streams.py): a websocket (v5.channel.k8s.io or v4.channel.k8s.io, as the client prefers) or
+SPDY/3.1 (v4.channel.k8s.io: kubectl before 1.30); each one's protocol is a line in the log
+(stderr). networking.k8s.io/v1 networkpolicies in a namespace (create, get, list, delete: records
+only, the pods here have no network to cut); configmaps in a namespace (create, get, list,
+delete; data and binaryData), which a pod's configMap volumes show read-only (files of
+defaultMode, else 0644); a pod whose configMap is missing stays Pending (ContainerCreating), as
+a kubelet leaves it.
 
-A pod is a session of llmbox's native backend (spec/support/k8s_pod.lua: the host's /usr stands
+A pod is a session of llmbox's native backend (k8s_pods.py, k8s_pod.lua: the host's /usr stands
 in for the image), with the pod's memory limit, its container's environment and the sizes of
 its emptyDir volumes at /sandbox and /tmp; it is Running and Ready once its sandbox is.
 Execs run in it side by side, as a container runtime runs them; stdin streams in as it comes
-(through a FIFO the pod sees at /run/standin), ended by v5's close of stdin or, on v4, by the
-connection's end. The container's command (with its args) is the pod's main process, run from
-the pod's start: attach streams its output from then on and gives it the attached client's
-stdin when the container has stdin: true (stdinOnce: the client's end of stdin ends it); when it
-ends, the pod is Succeeded or Failed (restartPolicy Never) and the watches get MODIFIED. Not
-here: SPDY (kubectl before 1.30 execs and attaches over it), logs, an image's own entrypoint.
+(through a FIFO the pod sees at /run/standin), ended by websocket v5's close of stdin, SPDY's end
+of the stdin stream or, on websocket v4, the connection's end. The container's command (with
+its args) is the pod's main process, run from the pod's start: attach streams its output from
+then on and gives it the attached client's stdin when the container has stdin: true
+(stdinOnce: the client's end of stdin ends it); when it ends, the pod is Succeeded or Failed
+(restartPolicy Never) and the watches get MODIFIED. Not here: terminals, logs, an image's own
+entrypoint.
 """
 import base64
-import hashlib
-import struct
 import datetime
+import hashlib
 import http.server
 import json
 import os
@@ -53,6 +55,9 @@ import time
 import urllib.parse
 import uuid
 
+from k8s_pods import Agent, Feed, Main
+from k8s_streams import SpdyChannels, WebSocketChannels
+
 NAMESPACES = {"default", "sandboxes"}
 TOKENS = {"admin-token": "admin", "reader-token": "reader"}
 pods = {}  # (namespace, name) -> pod
@@ -60,7 +65,7 @@ agents = {}  # (namespace, name) -> Agent
 netpols = {}  # (namespace, name) -> NetworkPolicy
 configmaps = {}  # (namespace, name) -> ConfigMap
 mains = {}  # (namespace, name) -> Main: the pod's main process
-watchers = []  # (namespace, labelSelector, queue.Queue) of the open watches of pods
+watchers = []  # (namespace, selector, queue.Queue) of the open watches of pods
 HERE = os.path.dirname(os.path.abspath(__file__))
 # the exec subprotocols spoken (K8S_STANDIN_PROTOCOLS="v4.channel.k8s.io": an API server before 1.30)
 SPOKEN = (os.environ.get("K8S_STANDIN_PROTOCOLS") or "v5.channel.k8s.io,v4.channel.k8s.io").split(",")
@@ -75,123 +80,35 @@ def quantity(text):
     return 0
 
 
-class Agent:
-    """A pod's sandbox: k8s_pod.lua's process, whose execs run side by side (each its id)."""
 
-    def __init__(self, memory, pod_env, sizes, mounts):
-        # the execs' stdin FIFOs, which the pod sees read-only at /run/standin
-        self.dir = os.path.join(FIFOS, "pod-" + uuid.uuid4().hex)
-        os.mkdir(self.dir)
-        os.chmod(self.dir, 0o755)
-        env = dict(os.environ, LUA_PATH="%s/lua/?.lua;%s/lua/?/init.lua;;" % (ROOT, ROOT),
-                   LUA_CPATH="%s/build/lib/?.so;;" % ROOT)
-        self.proc = subprocess.Popen(["luajit", os.path.join(HERE, "k8s_pod.lua"), str(memory), json.dumps(pod_env),
-                                      str(sizes.get("/sandbox", 0)), str(sizes.get("/tmp", 0)), self.dir,
-                                      json.dumps(mounts)], env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.lock = threading.Lock()  # (the requests' writes)
-        self.mounts = mounts
-        self.execs = {}  # id -> queue.Queue of the agent's answers for that exec
-        self.next_id = 0
-        first = json.loads(self.proc.stdout.readline() or b'{"error": "the pod agent ended"}')
-        self.error = first.get("error")
-        if not self.error:
-            threading.Thread(target=self.answers, daemon=True).start()
-
-    def answers(self):
-        """Hands each of the agent's answers to its exec; at the agent's end, every exec fails."""
-        for line in self.proc.stdout:
-            msg = json.loads(line)
-            q = self.execs.get(msg.get("id"))
-            if q:
-                q.put(msg)
-        for q in list(self.execs.values()):
-            q.put({"error": "the pod's sandbox is gone"})
-
-    def exec(self, argv, feed, on_output, cancel):
-        """Runs argv in the pod; cancel: a path whose creation stops it. -> exit code, error"""
-        with self.lock:
-            self.next_id += 1
-            xid = self.next_id
-            q = self.execs[xid] = queue.Queue()
-            req = {"id": xid, "argv": argv, "cancel": cancel}
-            if feed:
-                req["stdin_fifo"] = "/run/standin/" + os.path.basename(feed.path)
-            try:
-                self.proc.stdin.write(json.dumps(req).encode() + b"\n")
-                self.proc.stdin.flush()
-            except OSError:
-                del self.execs[xid]
-                return None, "the pod's sandbox is gone"
-        try:
-            while True:
-                msg = q.get()
-                if "stream" in msg:
-                    on_output(msg["stream"], base64.b64decode(msg["data"]))
-                elif "exit" in msg:
-                    return msg["exit"], None
-                else:
-                    return None, msg.get("error")
-        finally:
-            self.execs.pop(xid, None)
-
-    def stop(self, at_once=False):
-        if at_once:  # the pod is deleted: its processes go, as a container's do
-            self.proc.kill()
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        for m in self.mounts:
-            shutil.rmtree(m["src"], ignore_errors=True)
 lock = threading.Lock()
 
 
-class Main:
-    """A pod's main process: its container's command and args, run in its sandbox from the pod's
-    start (the stand-in has no image entrypoints: a container without a command has none). Attach
-    streams its output from then on to every attached client, and their stdin to it when the
-    container has stdin: true. When it ends the pod ends (restartPolicy Never): Succeeded or
-    Failed, a MODIFIED event to the watches."""
+def ended(ns, name, agent, code):
+    """A pod's main process ended: the pod too (restartPolicy Never), and the watches are told."""
+    with lock:
+        pod = pods.get((ns, name))
+        if pod is not None and agents.get((ns, name)) is agent:
+            pods[(ns, name)] = terminated(pod, code)
+            notify(ns, "MODIFIED", pods[(ns, name)])
 
-    def __init__(self, ns, name, agent, argv, container):
-        self.subscribers = []
-        self.sublock = threading.Lock()
-        self.done = threading.Event()
-        self.stdin_once = bool(container.get("stdinOnce"))
-        self.feed = Feed(agent.dir, self.done) if container.get("stdin") else None
-        self.exit = None
-        threading.Thread(target=self.run, args=(ns, name, agent, argv), daemon=True).start()
 
-    def subscribe(self, out):
-        with self.sublock:
-            self.subscribers.append(out)
+def log(line):
+    """A line in the stand-in's log (its stderr): which protocol each exec and attach spoke."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
-    def unsubscribe(self, out):
-        with self.sublock:
-            if out in self.subscribers:
-                self.subscribers.remove(out)
 
-    def output(self, stream, data):
-        with self.sublock:
-            subs = list(self.subscribers)
-        for out in subs:
-            try:
-                out(stream, data)
-            except OSError:  # that client went away
-                self.unsubscribe(out)
+def flag(query, name):
+    return query.get(name, ["false"])[0].lower() in ("true", "1")
 
-    def run(self, ns, name, agent, argv):
-        code, err = agent.exec(argv, self.feed, self.output, os.path.join(OUT, "cancel-" + uuid.uuid4().hex))
-        self.exit = code if err is None else 137
-        self.done.set()
-        with lock:
-            pod = pods.get((ns, name))
-            if pod is not None and agents.get((ns, name)) is agent:
-                pods[(ns, name)] = terminated(pod, self.exit)
-                notify(ns, "MODIFIED", pods[(ns, name)])
+
+def exit_status(code, message):
+    """The Status of a command's end on the error channel: Success, or its exit code."""
+    if code == 0:
+        return {"metadata": {}, "status": "Success"}
+    return {"metadata": {}, "status": "Failure", "message": message, "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
 
 
 def terminated(pod, code):
@@ -222,11 +139,34 @@ def status(code, reason, message, details=None):
     return code, body
 
 
-def matches(pod, selector):
+FIELDS = {"metadata.name": lambda p: p["metadata"].get("name"),
+          "metadata.namespace": lambda p: p["metadata"].get("namespace"),
+          "status.phase": lambda p: p.get("status", {}).get("phase")}
+
+
+def selector(query):
+    """The pods' selector of a list or watch: (labelSelector, fieldSelector), or a refusal as
+    the API server's: fields other than FIELDS are not supported."""
+    fields = query.get("fieldSelector", [""])[0]
+    for term in filter(None, fields.split(",")):
+        key = term.split("!=")[0].split("=")[0]
+        if key not in FIELDS:
+            return None, status(400, "BadRequest", 'field label not supported: %s' % key)
+    return (query.get("labelSelector", [""])[0], fields), None
+
+
+def matches(pod, sel):
+    """Whether pod is one of sel's: labels k=v, fields k=v, k==v or k!=v, each term must hold."""
+    labels_sel, fields_sel = sel
     labels = pod["metadata"].get("labels") or {}
-    for term in filter(None, selector.split(",")):
+    for term in filter(None, labels_sel.split(",")):
         key, _, value = term.partition("=")
         if labels.get(key) != value:
+            return False
+    for term in filter(None, fields_sel.split(",")):
+        negate = "!=" in term
+        key, _, value = term.replace("!=", "=").replace("==", "=").partition("=")
+        if (FIELDS[key](pod) == value) == negate:
             return False
     return True
 
@@ -396,7 +336,9 @@ def handle(method, path, query, body, role):
         return status(404, "NotFound", 'namespaces "%s" not found' % ns, {"name": ns, "kind": "namespaces"})
     with lock:
         if verb == "list":
-            sel = query.get("labelSelector", [""])[0]
+            sel, refused = selector(query)
+            if refused:
+                return refused
             items = [p for (pns, _), p in sorted(pods.items()) if pns == ns and matches(p, sel)]
             return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}
         if verb == "create":
@@ -433,7 +375,8 @@ def handle(method, path, query, body, role):
                         notify(ns, "ADDED", pods[(ns, pname)])
                         return 201, pods[(ns, pname)]
                     mounts.append({"src": src, "dst": m.get("mountPath")})
-            agent = Agent(quantity(str(limits.get("memory", "0"))), containers[0].get("env") or [], sizes, mounts)
+            agent = Agent(FIFOS, quantity(str(limits.get("memory", "0"))), containers[0].get("env") or [], sizes,
+                          mounts)
             if agent.error:
                 agent.stop()
                 return status(500, "InternalError", "the stand-in could not make the pod's sandbox: " + agent.error)
@@ -442,7 +385,9 @@ def handle(method, path, query, body, role):
             notify(ns, "ADDED", pods[(ns, pname)])
             command = (containers[0].get("command") or []) + (containers[0].get("args") or [])
             if containers[0].get("command"):
-                mains[(ns, pname)] = Main(ns, pname, agent, command, containers[0])
+                cancel = os.path.join(OUT, "cancel-" + uuid.uuid4().hex)
+                mains[(ns, pname)] = Main(agent, command, containers[0], cancel,
+                                          lambda code, ns=ns, pname=pname, agent=agent: ended(ns, pname, agent, code))
             return 201, pods[(ns, pname)]
         pod = pods.get((ns, name))
         if pod is None:
@@ -478,7 +423,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def watch_pods(self, ns, query):
         """GET pods?watch=true: the matching pods as ADDED, then every change, as JSON lines in a
         chunked answer, until timeoutSeconds (default 60) or the client goes."""
-        sel = query.get("labelSelector", [""])[0]
+        sel, refused = selector(query)
+        if refused:
+            return self.refuse(*refused)
         q = queue.Queue()
         with lock:
             for (pns, _), pod in sorted(pods.items()):
@@ -520,12 +467,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if parts[3] not in NAMESPACES:
                 return self.refuse(*status(404, "NotFound", 'namespaces "%s" not found' % parts[3]))
             return self.watch_pods(parts[3], query)
-        if (len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods"
-                and parts[6] == "exec" and (self.headers.get("Upgrade") or "").lower() == "websocket"):
-            return self.exec_ws(parts[3], parts[5], urllib.parse.parse_qs(url.query, keep_blank_values=True))
-        if (len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods"
-                and parts[6] == "attach" and (self.headers.get("Upgrade") or "").lower() == "websocket"):
-            return self.attach_ws(parts[3], parts[5], query)
+        if self.stream(parts, query):
+            return
         self.serve("GET")
 
     def refuse(self, code, answer):  # (any answer as JSON: a refusal, mostly)
@@ -551,8 +494,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.refuse(*status(404, "NotFound", 'pods "%s" not found' % name, {"name": name, "kind": "pods"}))
         return agent
 
-    def upgrade(self):
-        """The websocket of the channel protocol the client offered first, or None (refused)."""
+    def upgrade(self, query):
+        """The channels of the stream protocol the client asked for: a websocket's subprotocol,
+        or SPDY/3.1 (with X-Stream-Protocol-Version); None when refused (answered here)."""
+        if (self.headers.get("Upgrade") or "").lower() == "spdy/3.1":
+            offered = [p.strip() for h in self.headers.get_all("X-Stream-Protocol-Version") or [] for p in h.split(",")]
+            if "v4.channel.k8s.io" not in offered:
+                return self.refuse(*status(403, "Forbidden", "unable to upgrade: unable to negotiate protocol: client "
+                                           "supports %s, server accepts [v4.channel.k8s.io]" % offered))
+            self.send_response(101)
+            self.send_header("Connection", "Upgrade")
+            self.send_header("Upgrade", "SPDY/3.1")
+            self.send_header("X-Stream-Protocol-Version", "v4.channel.k8s.io")
+            self.end_headers()
+            self.wfile.flush()
+            self.close_connection = True
+            wanted = {"error"} | {s for s in ("stdin", "stdout", "stderr") if flag(query, s)}
+            log("%s over SPDY/3.1 (v4.channel.k8s.io)" % self.path.split("?")[0])
+            channels = SpdyChannels(self.rfile, self.wfile, wanted)
+            why = channels.wait_streams(30)
+            if why is not None:
+                channels.finish(status(500, "InternalError", why)[1])
+                return None
+            return channels
         offered = [p.strip() for p in (self.headers.get("Sec-WebSocket-Protocol") or "").split(",")]
         chosen = next((p for p in offered if p in SPOKEN), None)
         if chosen is None:
@@ -568,12 +532,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.flush()
         self.close_connection = True
-        ws = WebSocket(self.rfile, self.wfile)
-        for channel in (1, 2, 3):  # the API server announces each channel with an empty message
-            ws.send(bytes([channel]))
-        return ws
+        log("%s over a websocket (%s)" % (self.path.split("?")[0], chosen))
+        return WebSocketChannels(self.rfile, self.wfile)
 
-    def attach_ws(self, ns, name, query):
+    def attach(self, ns, name, query):
         agent = self.may(ns, name, "attach")
         if agent is None:
             return
@@ -584,213 +546,95 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.refuse(*status(400, "BadRequest", "cannot attach to a container in a completed pod; current "
                                        "phase is %s" % phase if main else "the stand-in runs no image entrypoint: "
                                        "pod %s's container has no command to attach to" % name))
-        want_stdin = query.get("stdin", ["false"])[0].lower() in ("true", "1")
+        want_stdin = flag(query, "stdin")
         if want_stdin and main.feed is None:
             return self.refuse(*status(400, "BadRequest", "stdin requested, but the container of pod %s was not "
                                        "created with stdin: true" % name))
-        ws = self.upgrade()
-        if ws is None:
+        channels = self.upgrade(query)
+        if channels is None:
             return
         gone = threading.Event()
 
-        def out(stream, data):
-            ws.send(bytes([1 if stream == "stdout" else 2]) + data)
-
         def read_client():
             while True:
-                msg = ws.recv()
-                if msg is None:
+                event = channels.recv()
+                if event is None:
                     break
-                if want_stdin and msg[:1] == b"\x00":
-                    main.feed.write(msg[1:])
-                elif want_stdin and msg == b"\xff\x00" and main.stdin_once:
+                if want_stdin and event[0] == "stdin":
+                    main.feed.write(event[1])
+                elif want_stdin and event[0] == "stdin-end" and main.stdin_once:
                     main.feed.close()
             if want_stdin and main.stdin_once:
                 main.feed.close()
             gone.set()
+        out = channels.send
         main.subscribe(out)
         threading.Thread(target=read_client, daemon=True).start()
         while not main.done.is_set() and not gone.is_set():
             main.done.wait(0.1)
         main.unsubscribe(out)
         if main.done.is_set():
-            st = {"metadata": {}, "status": "Success"} if main.exit == 0 else {
-                "metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
-                "message": "command terminated with non-zero exit code: exit code %d" % main.exit,
-                "details": {"causes": [{"reason": "ExitCode", "message": str(main.exit)}]}}
-            try:
-                ws.send(b"\x03" + json.dumps(st).encode())
-                ws.close()
-            except OSError:
-                pass
+            channels.finish(exit_status(main.exit, "command terminated with non-zero exit code: exit code %d"
+                                        % main.exit))
 
-    def exec_ws(self, ns, name, query):
+    def exec(self, ns, name, query):
         agent = self.may(ns, name, "exec")
         if agent is None:
             return
         argv = query.get("command") or []
         if not argv:
             return self.refuse(*status(400, "BadRequest", "you must specify at least 1 command"))
-        want_stdin = query.get("stdin", ["false"])[0].lower() in ("true", "1")
-        ws = self.upgrade()
-        if ws is None:
+        channels = self.upgrade(query)
+        if channels is None:
             return
-        # stdin streams to the command as it comes (v5 can end it; v4 ends with the connection),
-        # and a client that goes away stops its exec (a cluster's would go on: the backend stops
-        # its runs itself; here nothing would ever end a forgotten one)
+        # stdin streams to the command as it comes (v5 and SPDY can end it; websocket v4 ends
+        # with the connection), and a client that goes away stops its exec (a cluster's would go
+        # on: the backend stops its runs itself; here nothing would ever end a forgotten one)
         done = threading.Event()
-        feed = Feed(agent.dir, done) if want_stdin else None
+        feed = Feed(agent.dir, done) if flag(query, "stdin") else None
         cancel = os.path.join(OUT, "cancel-" + uuid.uuid4().hex)
 
         def read_client():
             while True:
-                msg = ws.recv()
-                if msg is None:
+                event = channels.recv()
+                if event is None:
                     break
-                if feed and msg[:1] == b"\x00":
-                    feed.write(msg[1:])
-                elif feed and msg == b"\xff\x00":
+                if feed and event[0] == "stdin":
+                    feed.write(event[1])
+                elif feed and event[0] == "stdin-end":
                     feed.close()
             if feed:
                 feed.close()
             if not done.is_set():
                 open(cancel, "w").close()
         threading.Thread(target=read_client, daemon=True).start()
-        code, err = agent.exec(argv, feed, lambda stream, data: ws.send(bytes([1 if stream == "stdout" else 2]) + data),
-                               cancel)
+        code, err = agent.exec(argv, feed, channels.send, cancel)
         if err is not None:
             st = {"metadata": {}, "status": "Failure", "message": err, "reason": "InternalError", "code": 500}
-        elif code == 0:
-            st = {"metadata": {}, "status": "Success"}
         else:
-            st = {"metadata": {}, "status": "Failure", "message": "command terminated with non-zero exit code: "
-                  "error executing command [%s], exit code %d" % (" ".join(argv), code),
-                  "reason": "NonZeroExitCode",
-                  "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+            st = exit_status(code, "command terminated with non-zero exit code: error executing command [%s], exit "
+                             "code %d" % (" ".join(argv), code))
         done.set()
-        ws.send(b"\x03" + json.dumps(st).encode())
-        ws.close()
+        channels.finish(st)
+
+    def stream(self, parts, query):
+        """Exec and attach with an upgrade to a stream protocol (websockets come with GET, SPDY
+        with POST, as kubectl sends it): True when this was one."""
+        if not (len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods"
+                and parts[6] in ("exec", "attach")
+                and (self.headers.get("Upgrade") or "").lower() in ("websocket", "spdy/3.1")):
+            return False
+        (self.exec if parts[6] == "exec" else self.attach)(parts[3], parts[5], query)
+        return True
 
     def do_POST(self):
+        url = urllib.parse.urlsplit(self.path)
+        if self.stream([p for p in url.path.split("/") if p], urllib.parse.parse_qs(url.query, keep_blank_values=True)):
+            return
         self.serve("POST")
 
     def do_DELETE(self):
         self.serve("DELETE")
-
-
-class WebSocket:
-    """The server's side of RFC 6455, as much as exec needs: binary messages out, the client's
-    (masked) messages in, close and ping answered."""
-
-    def __init__(self, rfile, wfile):
-        self.rfile, self.wfile = rfile, wfile
-        self.wlock = threading.Lock()
-
-    def frame(self, opcode, data):
-        head = bytes([0x80 | opcode])
-        n = len(data)
-        if n < 126:
-            head += bytes([n])
-        elif n < 65536:
-            head += bytes([126]) + struct.pack(">H", n)
-        else:
-            head += bytes([127]) + struct.pack(">Q", n)
-        with self.wlock:
-            try:
-                self.wfile.write(head + data)
-                self.wfile.flush()
-            except (OSError, ValueError):  # the client went away
-                pass
-
-    def send(self, data):
-        self.frame(2, data)
-
-    def close(self):
-        self.frame(8, struct.pack(">H", 1000))
-
-    def recv(self):
-        try:
-            return self.read_message()
-        except (OSError, ValueError, struct.error):  # the client went away
-            return None
-
-    def read_message(self):
-        message = b""
-        while True:
-            head = self.rfile.read(2)
-            if len(head) < 2:
-                return None
-            opcode, n = head[0] & 0x0F, head[1] & 0x7F
-            if n == 126:
-                n = struct.unpack(">H", self.rfile.read(2))[0]
-            elif n == 127:
-                n = struct.unpack(">Q", self.rfile.read(8))[0]
-            mask = self.rfile.read(4) if head[1] & 0x80 else b"\0\0\0\0"
-            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
-            if opcode == 8:
-                self.close()
-                return None
-            if opcode == 9:
-                self.frame(10, data)
-                continue
-            if opcode == 10:
-                continue
-            message += data
-            if head[0] & 0x80:
-                return message
-
-
-class Feed:
-    """An exec's stdin as it streams in: a FIFO in the pod's directory, written by a thread of its
-    own (its open waits for the command's), ended when the client ends stdin or goes away."""
-
-    def __init__(self, directory, done):
-        self.path = os.path.join(directory, "in-" + uuid.uuid4().hex)
-        os.mkfifo(self.path)
-        os.chmod(self.path, 0o644)
-        self.done = done
-        self.chunks = []
-        self.cond = threading.Condition()
-        self.ended = False
-        threading.Thread(target=self.pump, daemon=True).start()
-
-    def write(self, data):
-        with self.cond:
-            self.chunks.append(data)
-            self.cond.notify()
-
-    def close(self):
-        with self.cond:
-            self.ended = True
-            self.cond.notify()
-
-    def pump(self):
-        fd = None
-        while fd is None and not self.done.is_set():
-            try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:  # ENXIO: the command has not opened it yet
-                self.done.wait(0.005)
-        try:
-            if fd is None:
-                return
-            os.set_blocking(fd, True)
-            while True:
-                with self.cond:
-                    while not self.chunks and not self.ended:
-                        self.cond.wait()
-                    chunks, self.chunks = self.chunks, []
-                    ended = self.ended
-                for c in chunks:
-                    os.write(fd, c)
-                if ended:
-                    return
-        except OSError:  # the command went away
-            pass
-        finally:
-            if fd is not None:
-                os.close(fd)
-            os.unlink(self.path)
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):

@@ -27,7 +27,9 @@ run_busted() { # label, then busted args
 	label=$1; shift
 	: >"$counts"
 	echo "== $label"
+	local t0=$SECONDS
 	LLMBOX_SPEC_COUNTS="$counts" LLMBOX_SPEC_FAILURES="$failures" luajit /usr/bin/busted --output=spec/helpers/summary.lua "$@" || status=1
+	echo "== $label: $((SECONDS - t0)) s"
 	if [ -s "$counts" ]; then
 		read -r p f e s <"$counts"
 		total_pass=$((total_pass + p)); total_fail=$((total_fail + f + e)); total_skip=$((total_skip + s))
@@ -75,9 +77,11 @@ elif [ "$(id -u)" = 0 ]; then
 	nfailures=$tmp/failures
 	touch "$ncounts" "$nfailures"; chmod 666 "$ncounts" "$nfailures"
 	echo "== unprivileged specs as nobody"
+	t0=$SECONDS
 	if (cd "$tmp" && setpriv --reuid=nobody --regid=nogroup --clear-groups \
 		env HOME="$tmp" LLMBOX_SPEC_COUNTS="$ncounts" LLMBOX_SPEC_FAILURES="$nfailures" luajit /usr/bin/busted \
 		--output=spec/helpers/summary.lua --tags=unpriv spec); then :; else status=1; fi
+	echo "== unprivileged specs as nobody: $((SECONDS - t0)) s"
 	if [ -s "$ncounts" ]; then
 		read -r p f e s <"$ncounts"
 		total_pass=$((total_pass + p)); total_fail=$((total_fail + f + e)); total_skip=$((total_skip + s))

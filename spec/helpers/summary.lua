@@ -6,7 +6,23 @@
 return function(options)
     local busted = require "busted"
     local handler = require("busted.outputHandlers.plainTerminal")(options)
+    -- each spec file's wall time, so a long run's log says where its time went
+    local uv = require "luv"
+    local started, took = {}, {}
+    busted.subscribe({ "file", "start" }, function(file)
+        started[file.name] = uv.hrtime()
+        return nil, true
+    end)
+    busted.subscribe({ "file", "end" }, function(file)
+        if started[file.name] then took[#took + 1] = { file.name, (uv.hrtime() - started[file.name]) / 1e9 } end
+        return nil, true
+    end)
     busted.subscribe({ "suite", "end" }, function()
+        table.sort(took, function(a, b) return a[2] > b[2] end)
+        local total = 0
+        for _, t in ipairs(took) do total = total + t[2] end
+        io.write(("\nslowest spec files (of %d, %.0f s in all):\n"):format(#took, total))
+        for i = 1, math.min(12, #took) do io.write(("  %6.1f s  %s\n"):format(took[i][2], took[i][1])) end
         local path = os.getenv("LLMBOX_SPEC_COUNTS")
         if path then
             local f = io.open(path, "w")

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs every spec: all suites as the current user (root in CI), the conformance suite for the
-# backends in $LLMBOX_CONFORMANCE_BACKENDS (default: bubblewrap), then the unprivileged subset
+# backends in $LLMBOX_CONFORMANCE_BACKENDS (default: bubblewrap; kubernetes: the cluster $KUBECONFIG
+# names, else the stand-in, spec/support/k8s_standin.py), then the unprivileged subset
 # (tag "unpriv") as `nobody` from a world-readable copy of the tree. LLMBOX_SPEC_RUNS (default "all,conformance,nobody")
 # picks which of the three runs happen: CI runs all three in a fresh root (the conformance run
 # there is bubblewrap's) and only the conformance runs on docker and podman on its own machine. Ends with one line
@@ -27,9 +28,9 @@ run_busted() { # label, then busted args
 	label=$1; shift
 	: >"$counts"
 	echo "== $label"
-	local t0=$SECONDS
+	t0=$(date +%s)
 	LLMBOX_SPEC_COUNTS="$counts" LLMBOX_SPEC_FAILURES="$failures" luajit /usr/bin/busted --output=spec/helpers/summary.lua "$@" || status=1
-	echo "== $label: $((SECONDS - t0)) s"
+	echo "== $label: $(($(date +%s) - t0)) s"
 	if [ -s "$counts" ]; then
 		read -r p f e s <"$counts"
 		total_pass=$((total_pass + p)); total_fail=$((total_fail + f + e)); total_skip=$((total_skip + s))
@@ -50,8 +51,18 @@ if wanted all; then run_busted "specs as $(id -un)" spec; else echo "== specs as
 # LLMBOX_CONFORMANCE_BACKENDS="bubblewrap,docker" (unset: bubblewrap; empty: none). One that cannot
 # run here is skipped with the reason.
 wanted conformance || LLMBOX_CONFORMANCE_BACKENDS=
+standin_pid=
 for b in $(echo "${LLMBOX_CONFORMANCE_BACKENDS-bubblewrap}" | tr ',' ' '); do
 	[ "$b" = native ] && [ -z "${LLMBOX_BACKEND:-}" ] && continue # the run above was native's
+	if [ "$b" = kubernetes ] && [ -z "${KUBECONFIG:-}" ]; then
+		# no cluster named: the stand-in (spec/support/k8s_standin.py), whose pods are native
+		# jails of this host; LLMBOX_K8S_STANDIN tells the specs where it differs from a cluster
+		standin=$(mktemp -d /tmp/llmbox-standin.XXXXXX)
+		/usr/bin/python3 spec/support/k8s_standin.py "$standin" >"$standin/log" 2>&1 &
+		standin_pid=$!
+		for _ in $(seq 200); do [ -e "$standin/kubeconfig" ] && break; sleep 0.05; done
+		export KUBECONFIG=$standin/kubeconfig LLMBOX_K8S_STANDIN=1 LLMBOX_KUBERNETES_ISOLATION=cluster
+	fi
 	if why=$(luajit spec/support/backend_usable.lua "$b"); then
 		# backends that run images get the languages image (spec/support/langs_image.py)
 		export LLMBOX_BACKEND="$b" LLMBOX_IMAGE="$why"
@@ -60,6 +71,13 @@ for b in $(echo "${LLMBOX_CONFORMANCE_BACKENDS-bubblewrap}" | tr ',' ' '); do
 	else
 		echo "== conformance on the $b backend: skipped: $why"
 		total_skip=$((total_skip + 1))
+	fi
+	if [ -n "$standin_pid" ]; then
+		kill "$standin_pid" 2>/dev/null
+		wait "$standin_pid" 2>/dev/null
+		rm -rf "$standin"
+		standin_pid=
+		unset KUBECONFIG LLMBOX_K8S_STANDIN LLMBOX_KUBERNETES_ISOLATION
 	fi
 done
 # the languages image's root, made once for the engines that imported it (2 GB)
@@ -77,11 +95,11 @@ elif [ "$(id -u)" = 0 ]; then
 	nfailures=$tmp/failures
 	touch "$ncounts" "$nfailures"; chmod 666 "$ncounts" "$nfailures"
 	echo "== unprivileged specs as nobody"
-	t0=$SECONDS
+	t0=$(date +%s)
 	if (cd "$tmp" && setpriv --reuid=nobody --regid=nogroup --clear-groups \
 		env HOME="$tmp" LLMBOX_SPEC_COUNTS="$ncounts" LLMBOX_SPEC_FAILURES="$nfailures" luajit /usr/bin/busted \
 		--output=spec/helpers/summary.lua --tags=unpriv spec); then :; else status=1; fi
-	echo "== unprivileged specs as nobody: $((SECONDS - t0)) s"
+	echo "== unprivileged specs as nobody: $(($(date +%s) - t0)) s"
 	if [ -s "$ncounts" ]; then
 		read -r p f e s <"$ncounts"
 		total_pass=$((total_pass + p)); total_fail=$((total_fail + f + e)); total_skip=$((total_skip + s))

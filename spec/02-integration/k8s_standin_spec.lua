@@ -157,30 +157,30 @@ print(seen)
 
     -- kubectl's exec and attach, over the protocol given: stdin, stdout, stderr, exit codes;
     -- the stand-in's log says which protocol each spoke
-    local function kubectl_streams(env, pod, protocol)
+    local function kubectl_streams(env, name, protocol)
         local manifest = helpers.tmpname(".json")
-        helpers.write(manifest, '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"' .. pod .. '"},' ..
+        helpers.write(manifest, '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"' .. name .. '"},' ..
             '"spec":{"containers":[{"name":"c","image":"busybox"}]}}')
         -- (the stand-in serves no OpenAPI document for kubectl's validation)
-        assert.equal("pod/" .. pod .. " created\n", helpers.capture(env .. "kubectl create --validate=false -f " .. q(manifest) .. " 2>&1"))
-        assert.matches("\n" .. pod .. " ", helpers.capture(env .. "kubectl get pods 2>&1"))
-        local out = helpers.capture("echo abc | " .. env .. "kubectl exec -i " .. pod .. " -- /bin/sh -c 'cat; echo E >&2; exit 4' 2>&1; echo rc=$?")
+        assert.equal("pod/" .. name .. " created\n", helpers.capture(env .. "kubectl create --validate=false -f " .. q(manifest) .. " 2>&1"))
+        assert.matches("\n" .. name .. " ", helpers.capture(env .. "kubectl get pods 2>&1"))
+        local out = helpers.capture("echo abc | " .. env .. "kubectl exec -i " .. name .. " -- /bin/sh -c 'cat; echo E >&2; exit 4' 2>&1; echo rc=$?")
         assert.equal("abc\nE\ncommand terminated with exit code 4\nrc=4\n", out)
         -- a megabyte each way, stdin to its end
-        out = helpers.capture("head -c 1048576 /dev/zero | " .. env .. "kubectl exec -i " .. pod ..
+        out = helpers.capture("head -c 1048576 /dev/zero | " .. env .. "kubectl exec -i " .. name ..
             " -- /bin/sh -c 'wc -c; head -c 1048576 /dev/zero' 2>&1 | wc -c; echo rc=$?")
         assert.equal("1048584\nrc=0\n", out)
         -- attach: the main process of a pod made with stdin, which ends it with its exit
-        helpers.write(manifest, '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"' .. pod .. '-a"},"spec":{"containers":'
+        helpers.write(manifest, '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"' .. name .. '-a"},"spec":{"containers":'
             .. '[{"name":"c","image":"busybox","stdin":true,"stdinOnce":true,"command":["/bin/sh","-c",'
             .. '"read l; echo got $l; echo E >&2; exit 5"]}]}}')
-        assert.equal("pod/" .. pod .. "-a created\n", helpers.capture(env .. "kubectl create --validate=false -f " .. q(manifest) .. " 2>&1"))
-        out = helpers.capture("echo hi | " .. env .. "kubectl attach -i " .. pod .. "-a 2>&1; echo rc=$?")
+        assert.equal("pod/" .. name .. "-a created\n", helpers.capture(env .. "kubectl create --validate=false -f " .. q(manifest) .. " 2>&1"))
+        out = helpers.capture("echo hi | " .. env .. "kubectl attach -i " .. name .. "-a 2>&1; echo rc=$?")
         assert.matches("got hi\nE\ncommand terminated with exit code 5\nrc=5\n$", out)
-        assert.equal('pod "' .. pod .. '-a" deleted\n', helpers.capture(env .. "kubectl delete pod " .. pod .. "-a 2>&1"))
-        assert.equal('pod "' .. pod .. '" deleted\n', helpers.capture(env .. "kubectl delete pod " .. pod .. " 2>&1"))
+        assert.equal('pod "' .. name .. '-a" deleted\n', helpers.capture(env .. "kubectl delete pod " .. name .. "-a 2>&1"))
+        assert.equal('pod "' .. name .. '" deleted\n', helpers.capture(env .. "kubectl delete pod " .. name .. " 2>&1"))
         local log = helpers.read(dir .. "/log")
-        for _, what in ipairs({ "/" .. pod .. "/exec over " .. protocol, "/" .. pod .. "-a/attach over " .. protocol }) do
+        for _, what in ipairs({ "/" .. name .. "/exec over " .. protocol, "/" .. name .. "-a/attach over " .. protocol }) do
             assert.truthy(log:find(what, 1, true), what .. " is not in the stand-in's log:\n" .. log)
         end
     end

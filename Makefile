@@ -35,7 +35,7 @@ ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
 
 CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtime/jail.c \
             runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/spawn.c runtime/supervise.c runtime/verdict.c runtime/cell.c \
-            runtime/transfer.c runtime/layer.c runtime/probe.c runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c \
+            runtime/transfer.c runtime/layer.c runtime/probe.c runtime/egress.c runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c \
             backends/native.c backends/wrapped.c
 # llmbox.http_core: the engine drivers' HTTP client, a module of its own (libcurl takes ~14 ms to
 # load: `llmbox run` and llmbox.core never pay it).
@@ -61,7 +61,7 @@ READY := build/lib/llmbox/jail-ready
 POD_FILTER := build/lib/llmbox/pod-filter
 
 # Debian packages: what building needs, and what the specs need on top.
-DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev libssl-dev libwebsockets-dev libhttp-parser-dev lua-cjson lua-luv python3
+DEPS_BUILD := gcc libc6-dev make pkg-config luajit2 libluajit2-5.1-dev libseccomp-dev libcap-dev libarchive-dev libcurl4-openssl-dev libssl-dev libwebsockets-dev libhttp-parser-dev libnftables-dev lua-cjson lua-luv python3
 # Toolchains the language recipes drive (the specs run each one for real). Defined before
 # DEPS_TEST: a `:=` assignment expands what it names at once.
 DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby python3-pip \

@@ -1,6 +1,7 @@
 /* The native backend: our own jail (runtime/), needing nothing but the kernel. A session is one
  * jail plus the seccomp program compiled from its policy. */
 #include "backend.h"
+#include "../runtime/internal.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -10,6 +11,7 @@
 typedef struct native_session {
 	lb_jail *jail;
 	lb_filter *filter;
+	lb_egress *egress; /* NULL: the jail's own network (loopback only) */
 } native_session;
 
 void lb_native_close(void *s)
@@ -17,6 +19,7 @@ void lb_native_close(void *s)
 	native_session *n = s;
 	if (!n)
 		return;
+	lb_egress_close(n->egress);
 	lb_jail_close(n->jail);
 	lb_filter_free(n->filter);
 	free(n);
@@ -205,10 +208,34 @@ int lb_native_reset(void *s, lb_error *err)
 	return lb_native_reset_start(s, &t, err) < 0 ? -1 : lb_native_task_end(t, NULL, err);
 }
 
+int lb_native_egress(void *s, const char *ruleset, const char *pasta, lb_error *err)
+{
+	native_session *n = s;
+	if (n->egress)
+		return lb_fail(err, EEXIST, "this session has its egress already");
+	lb_egress *e = lb_egress_open(n->jail, ruleset, pasta, err);
+	if (!e)
+		return -1;
+	if (lb_jail_use_netns(n->jail, lb_egress_netns(e), err) < 0) {
+		lb_egress_close(e);
+		return -1;
+	}
+	n->egress = e;
+	return 0;
+}
+
+int lb_native_egress_denied(void *s, char **out, lb_error *err)
+{
+	native_session *n = s;
+	if (!n->egress)
+		return lb_fail(err, EINVAL, "this session has no egress");
+	return lb_egress_denied(n->egress, n->jail, out, err);
+}
+
 const lb_backend lb_backend_native = {
 	.name = "native",
 	.caps = LB_CAP_POOL | LB_CAP_PERSISTENT_WORKSPACE | LB_CAP_NETWORK_POLICY | LB_CAP_SECCOMP |
-		LB_CAP_INTERACTIVE | LB_CAP_ROOTFS | LB_CAP_RUN_LIMITS,
+		LB_CAP_INTERACTIVE | LB_CAP_ROOTFS | LB_CAP_RUN_LIMITS | LB_CAP_EGRESS,
 	.open = native_open,
 	.run = lb_native_run,
 	.copy_in = lb_native_copy_in,
@@ -234,6 +261,8 @@ const lb_backend lb_backend_native = {
 	.task_step = lb_native_task_step,
 	.task_end = lb_native_task_end,
 	.task_discard = lb_native_task_discard,
+	.egress = lb_native_egress,
+	.egress_denied = lb_native_egress_denied,
 };
 
 const lb_backend *const lb_backends[] = {&lb_backend_native, &lb_backend_bubblewrap,

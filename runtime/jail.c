@@ -658,6 +658,16 @@ lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err)
 	return j;
 }
 
+int lb_jail_use_netns(lb_jail *j, int netns, lb_error *err)
+{
+	int fd = fcntl(netns, F_DUPFD_CLOEXEC, 3);
+	if (fd < 0)
+		return lb_fail_sys(err, errno, "dup");
+	close(j->netns);
+	j->netns = fd;
+	return 0;
+}
+
 void lb_jail_close(lb_jail *j)
 {
 	if (!j)

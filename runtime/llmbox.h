@@ -110,6 +110,23 @@ bool lb_jail_etc(size_t i, const char *hostname, const char **name, const char *
 
 lb_jail *lb_jail_open(const lb_jail_config *cfg, lb_error *err);
 void lb_jail_close(lb_jail *j);
+/* Runs of the jail join netns (a dup of it) from now on instead of its own network namespace. */
+int lb_jail_use_netns(lb_jail *j, int netns, lb_error *err);
+
+/* ---- egress (egress.c) ---- */
+
+/* A network namespace for a jail's runs, in the jail's user namespace, with outbound-only
+ * user-mode networking (pasta, from Debian's passt; NULL: "pasta" on PATH) and an nftables
+ * ruleset (nft's syntax) loaded before anything runs there. It holds a table "inet llmbox" with
+ * the sets "denied" and "denied6" the ruleset adds refused destinations to. */
+typedef struct lb_egress lb_egress;
+lb_egress *lb_egress_open(const lb_jail *j, const char *ruleset, const char *pasta, lb_error *err);
+int lb_egress_netns(const lb_egress *e);
+/* The sets "denied" and "denied6" as nft's JSON, emptied: what was refused since the last call.
+ * *out is malloc'd, the caller's. */
+int lb_egress_denied(const lb_egress *e, const lb_jail *j, char **out, lb_error *err);
+/* Stops pasta and lets the namespace go (it lasts while a jail still holds it). */
+void lb_egress_close(lb_egress *e);
 /* Empties the jail's writable trees (/sandbox, /tmp, /dev/shm) for its next user, when a pool
  * allows a jail to be reused. Runs leave nothing else behind: each had its own pid, ipc and mount
  * namespaces, and its whole process tree died with it. */

@@ -924,6 +924,38 @@ static int l_reset(lua_State *L)
 	return 1;
 }
 
+/* session:egress(ruleset [, pasta]) -> true | nil, err: the session's runs get a network of
+ * their own, outbound only, governed by ruleset (see lb_egress_open). */
+static int l_egress(lua_State *L)
+{
+	lsession *s = check_session(L);
+	const char *ruleset = luaL_checkstring(L, 2);
+	const char *pasta = luaL_optstring(L, 3, NULL);
+	if (!s->backend->egress)
+		return push_unsupported(L, s->backend, "give runs egress");
+	lb_error err = {0};
+	if (s->backend->egress(s->handle, ruleset, pasta, &err) < 0)
+		return lb_lua_push_error(L, &err);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/* session:egress_denied() -> JSON text (nft's, of the refused destinations since the last
+ * call) | nil, err */
+static int l_egress_denied(lua_State *L)
+{
+	lsession *s = check_session(L);
+	if (!s->backend->egress_denied)
+		return push_unsupported(L, s->backend, "report egress refusals");
+	lb_error err = {0};
+	char *out = NULL;
+	if (s->backend->egress_denied(s->handle, &out, &err) < 0)
+		return lb_lua_push_error(L, &err);
+	lua_pushstring(L, out);
+	free(out);
+	return 1;
+}
+
 /* The newline-separated names in skipped as an array, when there are any: 1 value, else 0. */
 static int push_skipped(lua_State *L, char *skipped)
 {
@@ -1568,6 +1600,8 @@ int luaopen_llmbox_core(lua_State *L)
 						   {"start", l_start},
 						   {"collect", l_collect},
 						   {"reset_start", l_reset_start},
+						   {"egress", l_egress},
+						   {"egress_denied", l_egress_denied},
 						   {NULL, NULL}};
 	static const luaL_Reg pending_methods[] = {
 		{"wait", l_pending_wait},	{"finish", l_pending_finish},

@@ -215,7 +215,8 @@ bool lb_jail_etc(size_t i, const char *hostname, const char **name, const char *
 	return true;
 }
 
-static void write_etc(int report, const char *hostname)
+/* hosts_extra: lines for /etc/hosts after the jail's own (egress's pinned names), or NULL. */
+static void write_etc(int report, const char *hostname, const char *hosts_extra)
 {
 	if (mkpath(NEWROOT "/etc", 0755) < 0)
 		lb_child_fail(report, errno, "mkdir /etc");
@@ -224,8 +225,15 @@ static void write_etc(int report, const char *hostname)
 	for (size_t i = 0; lb_jail_etc(i, hostname, &name, &content, buf, sizeof buf); i++) {
 		char path[128];
 		snprintf(path, sizeof path, NEWROOT "/etc/%s", name);
+		char *joined = NULL;
+		if (hosts_extra && !strcmp(name, "hosts")) {
+			if (asprintf(&joined, "%s%s", content, hosts_extra) < 0)
+				lb_child_fail(report, ENOMEM, "writing /etc/hosts");
+			content = joined;
+		}
 		if (write_new_file(path, content) < 0)
 			lb_child_fail(report, errno, "writing /etc/%s", name);
+		free(joined);
 	}
 }
 
@@ -293,7 +301,7 @@ static void build_root(int report, int sync, const lb_jail_config *cfg)
 
 	mount_tmpfs(report, NEWROOT, "mode=0755,size=4m", MS_NOSUID | MS_NODEV);
 	top_level_links(report, rootfs_real[0] ? rootfs_real : NULL);
-	write_etc(report, hostname);
+	write_etc(report, hostname, cfg->hosts_extra);
 
 	char opts[128];
 	snprintf(opts, sizeof opts, "mode=0755,uid=%d,gid=%d,size=%llu", LB_SANDBOX_UID,

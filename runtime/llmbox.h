@@ -94,6 +94,7 @@ typedef struct lb_jail_config {
 	uint64_t workspace_size; /* bytes, tmpfs at /sandbox (kept across runs of one jail) */
 	uint64_t tmp_size;	 /* bytes, tmpfs at /tmp and at /dev/shm */
 	const char *hostname;	 /* NULL: "llmbox" */
+	const char *hosts_extra; /* NULL, or lines the jail's /etc/hosts gets after its own */
 	/* NULL: the host's root. Else a root filesystem (an image's): the mounts marked in_root and
 	 * the top-level links (/bin, /lib...) come from it, resolved inside it. */
 	const char *rootfs;

@@ -281,6 +281,7 @@ static void read_open_config(lua_State *L, lb_open_config *out)
 	cfg.jail.workspace_size = (uint64_t)workspace;
 	cfg.jail.tmp_size = (uint64_t)tmp;
 	cfg.jail.hostname = opt_string(L, 2, "hostname", "llmbox");
+	cfg.jail.hosts_extra = opt_string(L, 2, "hosts_extra", NULL);
 	cfg.jail.rootfs = opt_string(L, 2, "rootfs", NULL);
 	if (cfg.jail.rootfs && cfg.jail.rootfs[0] != '/')
 		luaL_error(L, "rootfs: an absolute path is required");

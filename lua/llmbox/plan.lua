@@ -94,7 +94,7 @@ function _M.sandbox(policy, recipe, request)
         -- or how it is built: { dockerfile = path }, the Dockerfile's directory the context
         build = request and request.build or nil,
         policy = { name = policy.name, path = policy.path },
-        network = { mode = policy.network.mode },
+        network = { mode = policy.network.mode, allow = policy.network.allow },
         mounts = mounts(policy, recipe),
         -- the sandbox's sizes, and the ceilings of its runs (a container's cgroup holds them all)
         limits = { workspace = lim.workspace, tmp = lim.tmp, cgroup = lim.cgroup, cpus = lim.cpus,

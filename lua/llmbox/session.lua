@@ -291,7 +291,15 @@ function Session:_execute(spec, opts)
     local res, err = self.handle:run(spec)
     if not res then return nil, err end
     res.limit_value = res.limit and spec.limits[res.limit] or nil
+    self:_network(res)
     return res
+end
+
+-- Egress's refusals during the run (native sessions with network mode "egress").
+function Session:_network(res)
+    if self.handle and self.handle.network_denied then
+        res.network_denied = self.handle:network_denied()
+    end
 end
 
 -- Pooled sessions may hold a prestarted program (see pool.lua and warm.lua): an interpreter that
@@ -409,6 +417,7 @@ function Session:_exec_warm(w, run, code, opts)
     if not res then return nil, rerr end
     res.warm = true
     res.limit_value = res.limit and limits[res.limit] or nil
+    self:_network(res)
     return res
 end
 

@@ -74,7 +74,7 @@ describe("shipped policies", function()
     end)
 
     it("default: loopback-only network, a fixed environment", function()
-        assert.same({ mode = "none" }, default.network)
+        assert.same({ mode = "none", allow = {} }, default.network)
         assert.same({ PATH = "/usr/local/bin:/usr/bin:/bin", HOME = "/sandbox", LANG = "C.UTF-8" },
             default.env.set)
         assert.same({ "TZ" }, default.env.pass)
@@ -179,7 +179,7 @@ describe("shipped policies", function()
             cgroup = "auto",
         }, permissive.limits)
         assert.equal("warn", permissive.checks.mode)
-        assert.same({ mode = "none" }, permissive.network)
+        assert.same({ mode = "none", allow = {} }, permissive.network)
         assert.same(default.syscalls, permissive.syscalls)
         assert.same(default.filesystem, permissive.filesystem)
     end)
@@ -335,8 +335,13 @@ describe("broken policy files", function()
 
     it("bad enum values say what is allowed", function()
         local err, prefix = load_text("net", 'return { network = { mode = "host" } }')
-        assert.equal(prefix .. 'network.mode: expected "none", got string "host"; only "none" '
-            .. "(loopback only) is supported by this version", err)
+        assert.equal(prefix .. 'network.mode: expected one of "none", "egress", got string "host"; "none" '
+            .. '(loopback only) or "egress" (outbound only, never the host)', err)
+        -- egress's allow list: each entry checked, and only with mode = "egress"
+        err, prefix = load_text("allow", 'return { network = { mode = "egress", allow = { "pypi.org:443", "1.2.3.4:0" } } }')
+        assert.equal(prefix .. 'network: network.allow[2]: "1.2.3.4:0": the port must be 1 to 65535', err)
+        err, prefix = load_text("allow2", 'return { network = { allow = { "pypi.org:443" } } }')
+        assert.equal(prefix .. 'network: allow lists where egress may go: set mode = "egress" too', err)
         err, prefix = load_text("mode", 'return { checks = { mode = "enforcing" } }')
         assert.equal(prefix .. 'checks.mode: expected one of "enforce", "warn", "off", got string '
             .. '"enforcing" (did you mean "enforce"?)', err)

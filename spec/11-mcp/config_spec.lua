@@ -14,7 +14,7 @@ describe("mcp configuration #unpriv", function()
         local cases = {
             { "BACKEND=wsl2", 'backend "wsl2" is not available on Linux' },
             { "BACKEND=vmware", 'unknown backend "vmware"' },
-            { "SANDBOX_NETWORK_MODE=bridge", "only offers \"none\"" },
+            { "SANDBOX_NETWORK_MODE=bridge", 'which policy "default" does not allow (its network.mode is "none")' },
             { "SANDBOX_NETWORK_MODE=host", "SANDBOX_NETWORK_MODE=host is refused" },
             { "SANDBOX_PRIVILEGED=true", "SANDBOX_PRIVILEGED=true is refused" },
             { "SANDBOX_PRIVILEGED=maybe", "is not a boolean" },

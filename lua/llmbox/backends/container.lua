@@ -286,7 +286,8 @@ function _M.create_body(spec, opts)
     end
     if spec.network.mode ~= "none" then
         return nil, format("policy %q asks for network mode %q; the container backends provide only \"none\" "
-            .. "(no network at all)", pol.name, spec.network.mode)
+            .. "(no network at all): egress is built for the native backend so far (-b native)", pol.name,
+            spec.network.mode)
     end
     local lim = spec.limits
     for _, k in ipairs({ "workspace", "tmp", "memory", "processes" }) do

@@ -357,7 +357,8 @@ local function open(spec)
     if spec.volumes then return refuse("host mounts (runtime.volumes) are refused on kubernetes: they name a node's files") end
     if spec.network and spec.network.mode ~= "none" then
         return refuse("the kubernetes backend gives a pod no network (network.mode = \"none\", cut by a deny-all "
-            .. "NetworkPolicy); network.mode = %q is not built for it", tostring(spec.network.mode))
+            .. "NetworkPolicy); network.mode = %q is not built for it (egress: the native backend only, so far)",
+            tostring(spec.network.mode))
     end
     if spec.limits.cgroup == "forbid" then
         return refuse("policy %q forbids cgroups (limits.cgroup), which a pod always has", pol.name)

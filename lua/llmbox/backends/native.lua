@@ -126,6 +126,13 @@ function Handle:reset()
     if not task then return nil, err, code end
     return finish(task)
 end
+--- handle:network_denied() -> { "addr:port", ... } | nil: what egress refused since the last call
+function Handle:network_denied()
+    if not self.egress then return nil end
+    local text = self.session:egress_denied()
+    local list = text and require("llmbox.egress").denied(text)
+    return list and #list > 0 and list or nil
+end
 function Handle:close() return self.session:close() end
 function Handle:closed() return self.session:closed() end
 
@@ -140,11 +147,19 @@ local function translate(spec, name)
             .. "filesystem (rootfs = DIR, --image dir:DIR): use a backend that runs images (docker, podman)")
             :format(spec.image, name)
     end
-    if spec.network.mode ~= "none" then
+    local egress
+    if spec.network.mode == "egress" and name == "native" then
+        -- the names resolved and pinned now, the ruleset made from them and the host's
+        -- addresses now; the session gets its network once the jail is open (Opening:result)
+        local eerr
+        egress, eerr = require("llmbox.egress").plan(spec.network.allow)
+        if not egress then return nil, ("policy %q: %s"):format(pol.name, eerr) end
+    elseif spec.network.mode ~= "none" then
         -- Deny by default: nothing but loopback exists in the jail, so say so instead of
         -- running with a network the policy did not get.
-        return nil, ("policy %q asks for network mode %q; the %s backend only provides "
-            .. "\"none\" (loopback only)"):format(pol.name, spec.network.mode, name)
+        return nil, ("policy %q asks for network mode %q; the %s backend provides %s"):format(pol.name,
+            spec.network.mode, name, name == "native" and '"none" (loopback only) and "egress"'
+            or '"none" (loopback only); egress: the native backend, so far')
     end
     if spec.limits.cgroup == "require" then
         local version, _, _, note = core.cgroup()
@@ -188,6 +203,8 @@ local function translate(spec, name)
         host_uid = tonumber(os.getenv("LLMBOX_HOST_UID")) or 65534,
         host_gid = tonumber(os.getenv("LLMBOX_HOST_GID")) or 65534,
         syscalls = sc,
+        hosts_extra = egress and egress.hosts ~= "" and egress.hosts or nil,
+        egress = egress,
     }
 end
 
@@ -200,7 +217,15 @@ function Opening:step(wait_ms) return self.task:step(wait_ms) end
 function Opening:result()
     local session, err, code = self.task:result()
     if not session then return nil, err, code end
-    return setmetatable({ session = session }, Handle)
+    if self.egress then
+        -- (blocks while pasta starts: ~25 ms)
+        local ok, eerr, ecode = session:egress(self.egress.ruleset, os.getenv("LLMBOX_PASTA"))
+        if not ok then
+            session:close()
+            return nil, "egress: " .. tostring(eerr), ecode
+        end
+    end
+    return setmetatable({ session = session, egress = self.egress ~= nil }, Handle)
 end
 
 _M.translate = translate
@@ -210,7 +235,7 @@ _M.translate = translate
 function _M.opening(core_backend, cfg)
     local task, err, code = core.open_start(core_backend, cfg)
     if not task then return nil, err, code end
-    return setmetatable({ task = task }, Opening)
+    return setmetatable({ task = task, egress = cfg.egress }, Opening)
 end
 
 --- native.open_start(spec) -> opening | nil, err: opens a jail without blocking the caller

@@ -76,14 +76,19 @@ end
 function checks.SANDBOX_NETWORK_MODE(v, cfg)
     local m = v:lower()
     if m == "none" or m == "disabled" then
-        cfg.network = "none"
+        cfg.network, cfg.network_set = "none", true
         return true
     end
-    if m == "bridge" or m == "host" then
-        return nil, format("SANDBOX_NETWORK_MODE=%s is refused: the native jail only offers "
-            .. "\"none\" (loopback only); set SANDBOX_NETWORK_MODE=none or unset it", v)
+    if m == "bridge" then
+        -- the seed's open network: llmbox's egress, where the policy allows it (load_policy)
+        cfg.network, cfg.network_set = "egress", true
+        return true
     end
-    return nil, format("SANDBOX_NETWORK_MODE=%q is not a network mode: use none", v)
+    if m == "host" then
+        return nil, format("SANDBOX_NETWORK_MODE=%s is refused: a sandbox never shares the host's network; "
+            .. "use bridge (network mode \"egress\", where the policy allows it) or none", v)
+    end
+    return nil, format("SANDBOX_NETWORK_MODE=%q is not a network mode: use none or bridge", v)
 end
 
 function checks.SANDBOX_READ_ONLY(v, cfg)
@@ -246,6 +251,15 @@ end
 function _M.load_policy(cfg, name)
     local p, err = policy_mod.load(name)
     if not p then return nil, err end
+    if cfg.network == "egress" and p.network.mode ~= "egress" then
+        return nil, format("SANDBOX_NETWORK_MODE=bridge is network mode \"egress\", which policy %q does not "
+            .. "allow (its network.mode is %q): choose a policy with network = { mode = \"egress\" } "
+            .. "(LLMBOX_POLICY), or set SANDBOX_NETWORK_MODE=none", p.name, p.network.mode)
+    end
+    if cfg.network_set and cfg.network == "none" then
+        -- an override may only lower: none is always allowed
+        p.network.mode, p.network.allow = "none", {}
+    end
     if cfg.memory then
         if cfg.memory > p.limits.memory then return nil, memory_refusal(cfg.memory, p, name) end
         p.limits.memory = cfg.memory

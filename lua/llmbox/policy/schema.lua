@@ -332,12 +332,26 @@ local POLICY = {
                 ro = { type = "array", of = MOUNT, default = DEFAULT_RO },
             },
         },
+        -- "none": loopback only. "egress": a network namespace of the session's own with
+        -- outbound connections through user-mode networking (pasta), never to the host, link-
+        -- local or private addresses unless allow names them; with allow, only its entries
+        -- (CIDR or name, optional port; names resolved once at session start and pinned).
+        -- See llmbox.egress.
         network = {
             type = "record",
             fields = {
-                mode = { type = "enum", values = { "none" }, default = "none",
-                    hint = 'only "none" (loopback only) is supported by this version' },
+                mode = { type = "enum", values = { "none", "egress" }, default = "none",
+                    hint = '"none" (loopback only) or "egress" (outbound only, never the host)' },
+                allow = { type = "array", of = "string", default = {} },
             },
+            finish = function(n)
+                local ok, err = require("llmbox.egress").check(n.allow)
+                if not ok then return nil, err end
+                if n.mode ~= "egress" and #n.allow > 0 then
+                    return nil, 'allow lists where egress may go: set mode = "egress" too'
+                end
+                return n
+            end,
         },
         -- Library installs (run{libraries=}, s:install{}): off unless a policy allows them.
         -- An install runs the package manager in the session's jail as the sandbox user, with

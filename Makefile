@@ -71,9 +71,11 @@ DEPS_LANGS := nodejs npm default-jdk-headless g++ golang-go r-base-core ruby pyt
 # spec/support/engines.sh asks them whether they answer; busybox-static: the image the engine
 # specs import; docker-registry: the loopback registry the image pull specs pull from;
 # nginx-light + libnginx-mod-http-lua (+ lua-resty-core): the nginx that resty.llmbox and the
-# OpenResty gateway example are tested in (spec/14-serve/resty_spec.lua).
+# OpenResty gateway example are tested in (spec/14-serve/resty_spec.lua); passt (pasta) and
+# iproute2: egress (network mode "egress") and the little internet its spec makes
+# (spec/02-integration/egress_spec.lua).
 DEPS_TEST  := bubblewrap debootstrap lua-yaml python3-kubernetes lua-busted lua-check clang-format luarocks procps openssl curl docker.io podman catatonit docker-registry \
-              busybox-static nginx-light libnginx-mod-http-lua lua-resty-core $(DEPS_LANGS)
+              busybox-static nginx-light libnginx-mod-http-lua lua-resty-core passt iproute2 $(DEPS_LANGS)
 
 .PHONY: all deps deps-test demo test test-fresh k8s-standin print-deps-test print-deps-langs soak lint format install uninstall clean paths
 

@@ -54,7 +54,7 @@ return {
             -- only, nothing secret.
             { src = "/etc/alternatives", optional = true },
             -- public CA certificates (OpenSSL's /usr/lib/ssl/certs points here). Harmless, and
-            -- useful once a network mode other than "none" exists.
+            -- useful with network mode "egress".
             { src = "/etc/ssl/certs", optional = true },
         },
     },
@@ -62,6 +62,10 @@ return {
     network = {
         -- "none": a private network namespace with loopback only. Code can run a local server
         -- and talk to it, but cannot reach the host or the internet.
+        -- "egress" (native backend): outbound connections through user-mode networking, never
+        -- to the host, link-local (cloud metadata) or private addresses unless `allow` names
+        -- them; with `allow` (e.g. { "pypi.org:443", "198.51.100.0/24:80" }: CIDR or name, an
+        -- optional port; names resolved once when the session opens), nothing else.
         mode = "none",
     },
 

@@ -196,6 +196,19 @@ function _M.report()
         jail.close_ms = round(now_ms() - t0)
     end
 
+    -- egress (network mode "egress"): a session with it opened and closed; information only
+    if jail.ok then
+        local pol = assert(require("llmbox.session").load_policy("default"))
+        pol.network = { mode = "egress", allow = {} }
+        local t0 = now_ms()
+        local es, eerr = require("llmbox").session({ policy = pol, backend = "native" })
+        local ms = round(now_ms() - t0)
+        if es then es:close() end
+        add("egress", "jail", es ~= nil, es and format("a session with network mode \"egress\" opened in %g ms "
+            .. "(pasta, nftables)", ms) or ("not usable here: " .. tostring(eerr)),
+            "egress needs pasta (Debian's passt), libnftables1 and a host with a default route; "
+            .. "network mode \"none\" works without them")
+    end
     local native_ok = p.userns and p.seccomp and p.mount_setattr and p.openat2 and jail.ok
     -- what pools can do here: which languages start warm (their recipe has a warm program)
     local warm = {}

@@ -100,10 +100,12 @@ typedef struct lb_backend {
 	int (*task_end)(void *task, void **session, lb_error *err);
 	void (*task_discard)(void *task);
 	/* Egress (LB_CAP_EGRESS, see lb_egress_open): the session's runs get a network namespace
-	 * of their own with user-mode networking and the ruleset; egress_denied: what it refused
-	 * since the last call (nft's JSON, *out malloc'd). NULL where the driver cannot. */
-	int (*egress)(void *session, const char *ruleset, const char *pasta, lb_error *err);
-	int (*egress_denied)(void *session, char **out, lb_error *err);
+	 * of their own with user-mode networking and the ruleset (installs: the library installs'
+	 * runs only, install_network); egress_denied: what it refused since the last call (nft's
+	 * JSON, *out malloc'd). NULL where the driver cannot. */
+	int (*egress)(void *session, const char *ruleset, const char *pasta, bool installs,
+		      lb_error *err);
+	int (*egress_denied)(void *session, bool installs, char **out, lb_error *err);
 } lb_backend;
 
 extern const lb_backend lb_backend_native;
@@ -117,8 +119,9 @@ extern const lb_backend lb_backend_nsjail;
  * both (NULL: no memory, and the caller still owns them). */
 void *lb_native_session_new(lb_jail *jail, lb_filter *filter);
 void lb_native_close(void *session);
-int lb_native_egress(void *session, const char *ruleset, const char *pasta, lb_error *err);
-int lb_native_egress_denied(void *session, char **out, lb_error *err);
+int lb_native_egress(void *session, const char *ruleset, const char *pasta, bool installs,
+		     lb_error *err);
+int lb_native_egress_denied(void *session, bool installs, char **out, lb_error *err);
 int lb_native_run(void *session, const lb_run_spec *spec, lb_result *res, lb_error *err);
 int lb_native_copy_in(void *session, const char *host_path, const char *path, unsigned mode,
 		      char *skipped, size_t skipped_len, lb_error *err);

@@ -11,7 +11,8 @@
 typedef struct native_session {
 	lb_jail *jail;
 	lb_filter *filter;
-	lb_egress *egress; /* NULL: the jail's own network (loopback only) */
+	lb_egress *egress;	   /* NULL: the jail's own network (loopback only) */
+	lb_egress *install_egress; /* library installs' network, made on the first one */
 } native_session;
 
 void lb_native_close(void *s)
@@ -20,6 +21,7 @@ void lb_native_close(void *s)
 	if (!n)
 		return;
 	lb_egress_close(n->egress);
+	lb_egress_close(n->install_egress);
 	lb_jail_close(n->jail);
 	lb_filter_free(n->filter);
 	free(n);
@@ -127,10 +129,30 @@ static void *native_open(const lb_open_config *cfg, lb_error *err)
 	return session;
 }
 
+/* The jail a run enters: the session's, or for an install with a network (install_network) a
+ * copy whose network namespace is the install egress's (the chain forks at once and keeps
+ * neither). */
+static lb_jail *run_jail(native_session *n, const lb_run_spec *spec, lb_jail *copy, lb_error *err)
+{
+	if (!spec->install_network)
+		return n->jail;
+	if (!n->install_egress) {
+		lb_fail(err, EPERM,
+			"this install needs a network (libraries.network), and the session has no "
+			"install egress: installs never get the host's network");
+		return NULL;
+	}
+	*copy = *n->jail;
+	copy->netns = lb_egress_netns(n->install_egress);
+	return copy;
+}
+
 int lb_native_run(void *s, const lb_run_spec *spec, lb_result *res, lb_error *err)
 {
 	native_session *n = s;
-	return lb_run(n->jail, spec, n->filter, res, err);
+	lb_jail copy;
+	lb_jail *j = run_jail(n, spec, &copy, err);
+	return j ? lb_run(j, spec, n->filter, res, err) : -1;
 }
 
 int lb_native_copy_in(void *s, const char *host_path, const char *path, unsigned mode,
@@ -156,7 +178,9 @@ int lb_native_collect(void *s, const char *path, uint64_t max, lb_entry_fn fn, v
 int lb_native_prestart(void *s, const lb_run_spec *spec, void **pending, lb_error *err)
 {
 	native_session *n = s;
-	return lb_run_begin(n->jail, spec, n->filter, (lb_pending **)pending, err);
+	lb_jail copy;
+	lb_jail *j = run_jail(n, spec, &copy, err);
+	return j ? lb_run_begin(j, spec, n->filter, (lb_pending **)pending, err) : -1;
 }
 
 int lb_native_pending_wait(void *p, int timeout_ms)
@@ -188,7 +212,9 @@ int lb_native_start(void *s, const lb_run_spec *spec, void **run, lb_error *err)
 		return -1;
 	}
 	lb_pending *p;
-	if (lb_run_begin(n->jail, spec, n->filter, &p, err) < 0)
+	lb_jail copy;
+	lb_jail *j = run_jail(n, spec, &copy, err);
+	if (!j || lb_run_begin(j, spec, n->filter, &p, err) < 0)
 		return -1;
 	lb_run_io io = {.stdin_data = spec->stdin_data,
 			.stdin_len = spec->stdin_len,
@@ -208,28 +234,31 @@ int lb_native_reset(void *s, lb_error *err)
 	return lb_native_reset_start(s, &t, err) < 0 ? -1 : lb_native_task_end(t, NULL, err);
 }
 
-int lb_native_egress(void *s, const char *ruleset, const char *pasta, lb_error *err)
+int lb_native_egress(void *s, const char *ruleset, const char *pasta, bool installs, lb_error *err)
 {
 	native_session *n = s;
-	if (n->egress)
-		return lb_fail(err, EEXIST, "this session has its egress already");
+	lb_egress **slot = installs ? &n->install_egress : &n->egress;
+	if (*slot)
+		return lb_fail(err, EEXIST, "this session has that egress already");
 	lb_egress *e = lb_egress_open(n->jail, ruleset, pasta, err);
 	if (!e)
 		return -1;
-	if (lb_jail_use_netns(n->jail, lb_egress_netns(e), err) < 0) {
+	/* the session's runs: in the egress namespace from now on; installs: per run (run_jail) */
+	if (!installs && lb_jail_use_netns(n->jail, lb_egress_netns(e), err) < 0) {
 		lb_egress_close(e);
 		return -1;
 	}
-	n->egress = e;
+	*slot = e;
 	return 0;
 }
 
-int lb_native_egress_denied(void *s, char **out, lb_error *err)
+int lb_native_egress_denied(void *s, bool installs, char **out, lb_error *err)
 {
 	native_session *n = s;
-	if (!n->egress)
-		return lb_fail(err, EINVAL, "this session has no egress");
-	return lb_egress_denied(n->egress, n->jail, out, err);
+	lb_egress *e = installs ? n->install_egress : n->egress;
+	if (!e)
+		return lb_fail(err, EINVAL, "this session has no such egress");
+	return lb_egress_denied(e, n->jail, out, err);
 }
 
 const lb_backend lb_backend_native = {

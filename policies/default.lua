@@ -72,8 +72,9 @@ return {
     libraries = {
         -- run{ libraries = {...} } and s:install{...}: refused unless allowed here. An install
         -- runs the package manager inside this jail as the sandbox user, writing to the
-        -- workspace; with network = true it gets the host's network for the install only (the
-        -- program never does). Offline sources, e.g. for pip:
+        -- workspace; with network = true it gets egress of its own for the install only (never
+        -- the host's network; the program never gets it), to network_allow (default: the
+        -- sources' hosts, else the public registries). Offline sources, e.g. for pip:
         --   sources = { python = { find_links = { "/srv/wheels" } } }   (mounted read-only)
         allow = false,
         network = false,

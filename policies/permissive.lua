@@ -21,9 +21,10 @@ return {
         -- open_files, file_size and tmp stay as in default
     },
 
-    -- Library installs are allowed, with the host's network for the install step only: the
-    -- package manager (and whatever install-time code a package runs) gets the host's network
-    -- and writes to the workspace; the program itself still runs with loopback only.
+    -- Library installs are allowed, with a network for the install step only: the package
+    -- manager (and whatever install-time code a package runs) gets egress of its own to the
+    -- registries (never the host, its loopback, link-local or private addresses) and writes to
+    -- the workspace; the program itself still runs with loopback only.
     libraries = {
         allow = true,
         network = true,

@@ -270,7 +270,7 @@ static void enter_and_fork(lb_jail *j, const lb_run_spec *spec, const lb_filter 
 	lb_reset_signals();
 	if (lb_cgroup_join(cg, &e) < 0)
 		lb_child_relay(rep, &e);
-	if (lb_jail_enter_net(j, !spec->host_network, &e) < 0)
+	if (lb_jail_enter(j, &e) < 0)
 		lb_child_relay(rep, &e);
 	/* Joining a user namespace may clear the parent-death signal (new credentials). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);

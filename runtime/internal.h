@@ -65,8 +65,6 @@ int lb_read_report(int fd, lb_error *err);
 /* In a forked child: joins the jail's namespaces (user first: it grants the capabilities the others
  * need). Groups are dropped first when the caller is root, so no host group leaks in. */
 int lb_jail_enter(const lb_jail *j, lb_error *err);
-/* The same, optionally staying in the caller's network namespace (library installs). */
-int lb_jail_enter_net(const lb_jail *j, bool jail_network, lb_error *err);
 /* Appends the jail's namespace fds to keep[] (for lb_close_fds_except); returns the new count. */
 size_t lb_jail_keep_fds(const lb_jail *j, int *keep, size_t n);
 

@@ -689,11 +689,6 @@ void lb_jail_close(lb_jail *j)
 
 int lb_jail_enter(const lb_jail *j, lb_error *err)
 {
-	return lb_jail_enter_net(j, true, err);
-}
-
-int lb_jail_enter_net(const lb_jail *j, bool jail_network, lb_error *err)
-{
 	if (geteuid() == 0 && setgroups(0, NULL) < 0)
 		return lb_fail_sys(err, errno, "setgroups");
 	/* User namespace first: joining it grants the capabilities needed to join the others. */
@@ -701,7 +696,7 @@ int lb_jail_enter_net(const lb_jail *j, bool jail_network, lb_error *err)
 		return lb_fail_sys(err, errno, "joining the jail's user namespace");
 	if (setns(j->mntns, CLONE_NEWNS) < 0)
 		return lb_fail_sys(err, errno, "joining the jail's mount namespace");
-	if (jail_network && setns(j->netns, CLONE_NEWNET) < 0)
+	if (setns(j->netns, CLONE_NEWNET) < 0)
 		return lb_fail_sys(err, errno, "joining the jail's network namespace");
 	if (setns(j->utsns, CLONE_NEWUTS) < 0)
 		return lb_fail_sys(err, errno, "joining the jail's uts namespace");

@@ -188,9 +188,10 @@ typedef struct lb_run_spec {
 	 * written: results of the previous run that must not show up in this one. */
 	const char *const *clean;
 	size_t n_clean;
-	/* The host's network instead of the jail's loopback-only one, for this run only: library
-	 * installs that a policy allows. Everything else about the jail stays. */
-	bool host_network;
+	/* A library install's network (libraries.network): the session's install egress (a network
+	 * namespace of its own, see lb_egress_open) instead of the jail's, for this run only; a
+	 * session without one refuses the run. Never the host's network. */
+	bool install_network;
 	/* Prestarted run (lb_run_begin only): the program gets fd 3, a socket on which it writes
 	 * the byte 'R' once it is ready, then reads its request until EOF (see lb_run_finish).
 	 * When done it may close its stdout and stderr and write one line on that socket,

@@ -5,7 +5,7 @@
  *   core.open(backend, cfg)            -> session | nil, err, errno_name
  *   session:run(spec)                  -> result | nil, err, errno_name
  *       spec = { argv, env, cwd, stdin, files = {{path, data, mode}}, clean = {paths},
- *                limits = {...}, host_network = bool, on_stdout, on_stderr }
+ *                limits = {...}, install_network = bool, on_stdout, on_stderr }
  *   session:copy_in(host_path, path [, mode])   -> true [, skipped] | nil, err
  *   session:copy_out(path, host_path [, max])   -> true [, skipped] | nil, err
  *   session:collect(path [, max])      -> { {name, size, data}, ... } | nil, err (in memory)
@@ -465,7 +465,7 @@ static void read_run_spec(lua_State *L, int t, lb_run_spec *spec, struct out_ctx
 	spec->files = files;
 	spec->n_files = nf;
 	spec->clean = string_array(L, t, "clean", &spec->n_clean);
-	spec->host_network = opt_bool(L, t, "host_network", false);
+	spec->install_network = opt_bool(L, t, "install_network", false);
 	spec->probe = opt_string(L, t, "probe", NULL);
 	read_limits(L, t, &spec->limits);
 	ctx->L = L;
@@ -925,24 +925,26 @@ static int l_reset(lua_State *L)
 	return 1;
 }
 
-/* session:egress(ruleset [, pasta]) -> true | nil, err: the session's runs get a network of
- * their own, outbound only, governed by ruleset (see lb_egress_open). */
+/* session:egress(ruleset [, pasta [, installs]]) -> true | nil, err: the session's runs (with
+ * installs: its library installs' runs) get a network of their own, outbound only, governed by
+ * ruleset (see lb_egress_open). */
 static int l_egress(lua_State *L)
 {
 	lsession *s = check_session(L);
 	const char *ruleset = luaL_checkstring(L, 2);
 	const char *pasta = luaL_optstring(L, 3, NULL);
+	bool installs = lua_toboolean(L, 4);
 	if (!s->backend->egress)
 		return push_unsupported(L, s->backend, "give runs egress");
 	lb_error err = {0};
-	if (s->backend->egress(s->handle, ruleset, pasta, &err) < 0)
+	if (s->backend->egress(s->handle, ruleset, pasta, installs, &err) < 0)
 		return lb_lua_push_error(L, &err);
 	lua_pushboolean(L, 1);
 	return 1;
 }
 
-/* session:egress_denied() -> JSON text (nft's, of the refused destinations since the last
- * call) | nil, err */
+/* session:egress_denied([installs]) -> JSON text (nft's, of the refused destinations since
+ * the last call) | nil, err */
 static int l_egress_denied(lua_State *L)
 {
 	lsession *s = check_session(L);
@@ -950,7 +952,7 @@ static int l_egress_denied(lua_State *L)
 		return push_unsupported(L, s->backend, "report egress refusals");
 	lb_error err = {0};
 	char *out = NULL;
-	if (s->backend->egress_denied(s->handle, &out, &err) < 0)
+	if (s->backend->egress_denied(s->handle, lua_toboolean(L, 2), &out, &err) < 0)
 		return lb_lua_push_error(L, &err);
 	lua_pushstring(L, out);
 	free(out);

@@ -96,15 +96,17 @@ end
 --- Names are resolved here, once: their addresses are what the ruleset allows and what the
 --- jail's /etc/hosts answers, so a later answer (DNS rebinding) cannot widen them. lookup(name)
 --- -> { "addr", ... } | nil, err (default: the host's resolver, through libuv).
+function _M.lookup(name)
+    local uv = require "luv"
+    local res, err = uv.getaddrinfo(name, nil, { socktype = "stream" })
+    if not res then return nil, err end
+    local out = {}
+    for _, r in ipairs(res) do out[#out + 1] = r.addr end
+    return out
+end
+
 function _M.resolve(list, lookup)
-    lookup = lookup or function(name)
-        local uv = require "luv"
-        local res, err = uv.getaddrinfo(name, nil, { socktype = "stream" })
-        if not res then return nil, err end
-        local out = {}
-        for _, r in ipairs(res) do out[#out + 1] = r.addr end
-        return out
-    end
+    lookup = lookup or _M.lookup
     local entries, hosts, seen = {}, {}, {}
     for i, entry in ipairs(list or {}) do
         local e, err = _M.parse(entry)
@@ -221,13 +223,68 @@ function _M.denied(text)
 end
 
 --- egress.plan(allow [, opts]) -> { ruleset =, hosts = } | nil, err: a session's egress, made
---- when it opens. opts.lookup, opts.host_addresses: for the specs.
+--- when it opens. opts.lookup, opts.host_addresses: for the specs; opts.optional: names that
+--- do not resolve are left out instead of refused (an install's default registries);
+--- opts.restricted: only the list, even when it is empty (installs).
 function _M.plan(allow, opts)
     opts = opts or {}
-    local resolved, err = _M.resolve(allow, opts.lookup)
+    local list = allow or {}
+    if opts.optional then
+        local lookup = opts.lookup or _M.lookup
+        list = {}
+        for _, entry in ipairs(allow or {}) do
+            local e = _M.parse(entry)
+            if e and (not e.name or lookup(e.name)) then list[#list + 1] = entry end
+        end
+    end
+    local resolved, err = _M.resolve(list, opts.lookup)
     if not resolved then return nil, err end
     local hosts = opts.host_addresses or _M.host_addresses()
-    return { ruleset = _M.ruleset(resolved, hosts, #(allow or {}) > 0), hosts = resolved.hosts }
+    return { ruleset = _M.ruleset(resolved, hosts, opts.restricted or #(allow or {}) > 0), hosts = resolved.hosts }
+end
+
+-- The public registries of the languages that install (with no source of their own).
+local REGISTRIES = {
+    python = { "pypi.org:443", "files.pythonhosted.org:443" },
+    javascript = { "registry.npmjs.org:443" },
+    r = { "cloud.r-project.org:443" },
+    ruby = { "rubygems.org:443", "index.rubygems.org:443" },
+}
+
+-- "scheme://host[:port]/..." -> "host:port" (nil: not a URL, e.g. a local directory)
+local function url_host(url)
+    local scheme, rest = tostring(url):match("^(%a[%w+.-]*)://([^/?#]+)")
+    if not scheme then return nil end
+    rest = rest:gsub("^.*@", "")
+    local host, port = rest:match("^(%[.+%]):(%d+)$")
+    if not host then host, port = rest:match("^([^:]+):(%d+)$") end
+    host = host or rest
+    port = port or (scheme:lower() == "https" and "443" or "80")
+    return host .. ":" .. port
+end
+
+--- egress.install_allow(libraries) -> list, derived: where a policy's installs may go. Its own
+--- network_allow when it has one; else each language's source URL's host, or its public
+--- registries when it has no source.
+function _M.install_allow(lib)
+    if #(lib.network_allow or {}) > 0 then return lib.network_allow, false end
+    local src, out = lib.sources or {}, {}
+    local urls = {
+        python = src.python and src.python.index_url,
+        javascript = src.javascript and src.javascript.registry,
+        r = src.r and src.r.repos,
+        ruby = src.ruby and src.ruby.source,
+    }
+    local local_dirs = { python = src.python and #(src.python.find_links or {}) > 0 }
+    for _, lang in ipairs({ "python", "javascript", "r", "ruby" }) do
+        local hostport = urls[lang] and url_host(urls[lang])
+        if hostport then
+            out[#out + 1] = hostport
+        elseif not urls[lang] and not local_dirs[lang] then
+            for _, r in ipairs(REGISTRIES[lang]) do out[#out + 1] = r end
+        end
+    end
+    return out, true
 end
 
 return _M

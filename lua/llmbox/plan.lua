@@ -29,7 +29,7 @@
 --   plan.limits(policy, opts) -> limits | nil, err
 --
 -- A spec here is what a driver's run takes ({ argv, env, cwd, files, clean, probe,
--- host_network, limits }); the session adds the caller's stdin and callbacks. Recipe knowledge
+-- install_network, limits }); the session adds the caller's stdin and callbacks. Recipe knowledge
 -- (plots, compile steps, package managers) stays in recipes and here, out of the session.
 local recipes = require "llmbox.recipes"
 
@@ -61,10 +61,6 @@ local function mounts(policy, recipe)
                 ro[#ro + 1] = { src = local_dir, dst = local_dir, install_source = true }
             end
         end
-        if lib.network then
-            -- name resolution for the install step (the only run that gets a network)
-            ro[#ro + 1] = { src = "/etc/resolv.conf", dst = "/etc/resolv.conf", optional = true }
-        end
     end
     return ro
 end
@@ -82,6 +78,13 @@ function _M.image(driver, recipe, requested, getenv)
     return (recipe or recipes.get("shell") or {}).image
 end
 
+-- { allow = list, derived = bool } when a policy's installs may use a network
+local function install_network(lib)
+    if not (lib.allow and lib.network) then return nil end
+    local allow, derived = require("llmbox.egress").install_allow(lib)
+    return { allow = allow, derived = derived }
+end
+
 --- plan.sandbox(policy, recipe) -> the neutral sandbox spec (see above)
 function _M.sandbox(policy, recipe, request)
     local sc, lim = policy.syscalls, policy.limits
@@ -95,6 +98,9 @@ function _M.sandbox(policy, recipe, request)
         build = request and request.build or nil,
         policy = { name = policy.name, path = policy.path },
         network = { mode = policy.network.mode, allow = policy.network.allow },
+        -- where library installs may go (libraries.network: through egress of their own), and
+        -- whether that list was derived (its names may not all resolve)
+        install_network = install_network(policy.libraries),
         mounts = mounts(policy, recipe),
         -- the sandbox's sizes, and the ceilings of its runs (a container's cgroup holds them all)
         limits = { workspace = lim.workspace, tmp = lim.tmp, cgroup = lim.cgroup, cpus = lim.cpus,
@@ -251,7 +257,7 @@ function _M.install(policy, recipe, packages, layout, session_env, opts)
         env = env,
         cwd = layout.workspace,
         limits = limits,
-        host_network = lib.network,
+        install_network = lib.network,
         files = {},
     }
 end

@@ -584,9 +584,19 @@ function Session:install(packages, opts)
     self:_drop_warm()
     local spec, err = plan.install(self.policy, recipe, packages, self.layout, self.env, opts)
     if not spec then return nil, err end
+    if spec.install_network and self.handle and self.handle.install_network then
+        -- its own egress (native), never the host's network
+        local made, nerr = self.handle:install_network()
+        if not made then return nil, nerr end
+    end
     local res
     res, err = self:_execute(spec, opts)
-    if res then res.phase = "install" end
+    if res then
+        res.phase = "install"
+        if spec.install_network and self.handle.network_denied then
+            res.network_denied = self.handle:network_denied(true)
+        end
+    end
     return res, err
 end
 

@@ -123,7 +123,7 @@ describe("run plan #unpriv", function()
         assert.equal("six", spec.argv[#spec.argv])
         assert.is_nil(table.concat(spec.argv, " "):find("--find-links", 1, true))
         assert.equal(20, spec.limits.timeout)
-        assert.is_false(spec.host_network)
+        assert.is_false(spec.install_network)
         assert.equal("/etc/ssl/certs/ca-certificates.crt", env_map(spec.env).SSL_CERT_FILE)
         -- the install's ceiling is libraries.timeout, not the run's
         assert.equal(50, assert(plan.install(lp, assert(recipes.get("python")), { "six" }, layout, nil, {})).limits.timeout)

@@ -44,7 +44,7 @@ describe("egress (native)", function()
             ("ip -n %s link set eg%sb up"):format(net, id),
             ("ip -n %s link set lo up"):format(net),
         }
-        for _, a in ipairs({ "198.51.100.1", "169.254.169.254", "10.9.9.9" }) do
+        for _, a in ipairs({ "198.51.100.1", "198.51.100.2", "169.254.169.254", "10.9.9.9" }) do
             setup_cmds[#setup_cmds + 1] = ("ip -n %s addr add %s/32 dev lo"):format(net, a)
         end
         for _, c in ipairs(setup_cmds) do assert(sh(c), c) end
@@ -67,12 +67,44 @@ describe("egress (native)", function()
         serve(net, "169.254.169.254", 80, "metadata")
         serve(net, "10.9.9.9", 80, "private")
         serve(host, "127.0.0.1", 8080, "host-loopback")
+        -- an npm registry at 198.51.100.2 with one package, whose postinstall script probes
+        -- where an install may go (its output in /sandbox/probe.json)
+        local reg = www .. "/registry"
+        assert(sh("mkdir -p " .. q(reg .. "/tarballs") .. " " .. q(www .. "/pkg/package")))
+        helpers.write(www .. "/pkg/package/package.json", json.encode({ name = "llmbox-probe", version = "1.0.0",
+            scripts = { postinstall = "node probe.js" } }))
+        helpers.write(www .. "/pkg/package/probe.js", [[
+const http = require("http"), fs = require("fs");
+const urls = ["http://198.51.100.1/", "http://169.254.169.254/", "http://10.9.9.9/", "http://203.0.113.7:8081/",
+              "http://127.0.0.1:8080/", "http://198.51.100.2/llmbox-probe"];
+const out = {};
+let left = urls.length;
+for (const u of urls) {
+  const done = (v) => { out[u] = v; if (--left === 0) fs.writeFileSync("/sandbox/probe.json", JSON.stringify(out)); };
+  http.get(u, { timeout: 5000 }, (r) => { r.resume(); done("HTTP " + r.statusCode); })
+    .on("error", (e) => done(e.code)).on("timeout", function () { this.destroy(); done("timeout"); });
+}
+]])
+        local tgz = reg .. "/tarballs/llmbox-probe-1.0.0.tgz"
+        assert(sh(("tar -C %s -czf %s package"):format(q(www .. "/pkg"), q(tgz))))
+        local sha1 = helpers.capture("sha1sum " .. q(tgz)):match("^(%x+)")
+        local sha512 = helpers.capture("openssl dgst -sha512 -binary " .. q(tgz) .. " | base64 -w0")
+        helpers.write(reg .. "/llmbox-probe", json.encode({ name = "llmbox-probe", ["dist-tags"] = { latest = "1.0.0" },
+            versions = { ["1.0.0"] = { name = "llmbox-probe", version = "1.0.0", hasInstallScript = true,
+                scripts = { postinstall = "node probe.js" },
+                dist = { tarball = "http://198.51.100.2/tarballs/llmbox-probe-1.0.0.tgz", shasum = sha1,
+                    integrity = "sha512-" .. sha512 } } } }))
+        local pidfile = www .. "/registry.pid"
+        assert(os.execute(("cd %s && ip netns exec %s /usr/bin/python3 -m http.server 80 --bind 198.51.100.2 >/dev/null 2>&1 & echo $! > %s")
+            :format(q(reg), net, q(pidfile))))
+        servers[#servers + 1] = pidfile
         serve(host, "203.0.113.7", 8081, "host-address")
         -- the servers listen once the host's namespace reaches them
         for _ = 1, 100 do
             if sh(("ip netns exec %s python3 -c \"import urllib.request as u; [u.urlopen(x, timeout=1) for x in "
                 .. "('http://198.51.100.1/', 'http://198.51.100.1:8080/', 'http://169.254.169.254/', "
-                .. "'http://10.9.9.9/', 'http://127.0.0.1:8080/', 'http://203.0.113.7:8081/')]\"")
+                .. "'http://10.9.9.9/', 'http://127.0.0.1:8080/', 'http://203.0.113.7:8081/', "
+                .. "'http://198.51.100.2/llmbox-probe')]\"")
                 :format(host)) then
                 return
             end
@@ -193,6 +225,47 @@ print(json.encode({ first = first, second = second }))
             assert.same({ "169.254.169.254:80", "198.51.100.1:8080", "203.0.113.7:8081" }, r.network_denied)
         end
         helpers.write("/etc/netns/" .. host .. "/hosts", "127.0.0.1 localhost\n198.51.100.1 web.test\n10.9.9.9 private.test\n")
+    end)
+
+    it("gives library installs egress of their own to the registry only, never the host's network", function()
+        if why_not then pending(why_not) end
+        local script = helpers.tmpname(".lua")
+        helpers.write(script, [[
+local llmbox = require "llmbox"
+local json = require "llmbox.json"
+local pol = assert(require("llmbox.session").load_policy("default"))
+pol.libraries.allow, pol.libraries.network = true, true
+pol.libraries.sources.javascript = { registry = "http://198.51.100.2/" }
+local s = assert(llmbox.session{ backend = "native", policy = pol, lang = "javascript" })
+local inst = assert(s:install{ "llmbox-probe" })
+local probe = s:exec("cat /sandbox/probe.json")
+-- the program itself: the session's network, loopback only
+local r = assert(s:run([=[
+require("http").get("http://198.51.100.2/llmbox-probe", (res) => console.log("HTTP " + res.statusCode))
+  .on("error", (e) => console.log(e.code));
+]=]))
+s:close()
+print(json.encode({ exit = inst.exit_code, stderr = inst.stderr, denied = json.array(inst.network_denied or {}),
+    probe = json.decode(probe and probe.stdout or "") or (probe and probe.stdout), program = r.stdout }))
+]])
+        local env = ("LUA_PATH=%s LUA_CPATH=%s"):format(q(helpers.root .. "/lua/?.lua;" .. helpers.root .. "/lua/?/init.lua;;"),
+            q(helpers.root .. "/build/lib/?.so;;"))
+        local out = helpers.capture(("ip netns exec %s env %s luajit %s 2>&1"):format(host, env, q(script)))
+        local res = json.decode(out or "")
+        assert(type(res) == "table", "the install script printed: " .. tostring(out))
+        assert.equal(0, res.exit, res.stderr)
+        -- the postinstall script reached the registry, and nothing else
+        assert.same({
+            ["http://198.51.100.2/llmbox-probe"] = "HTTP 200",
+            ["http://198.51.100.1/"] = "ECONNREFUSED",
+            ["http://169.254.169.254/"] = "ECONNREFUSED",
+            ["http://10.9.9.9/"] = "ECONNREFUSED",
+            ["http://203.0.113.7:8081/"] = "ECONNREFUSED",
+            ["http://127.0.0.1:8080/"] = "ECONNREFUSED",
+        }, res.probe)
+        assert.same({ "10.9.9.9:80", "169.254.169.254:80", "198.51.100.1:80", "203.0.113.7:8081" }, res.denied)
+        -- and the program after it has no network but its loopback
+        assert.equal("ENETUNREACH\n", res.program)
     end)
 
     it("refuses what it cannot do, saying why", function()

@@ -453,7 +453,7 @@ for _, kind in ipairs({ "docker", "podman" }) do
 
         it("refuses a run the host's network, saying what works instead", function()
             if not needs_engine() then return end
-            local ok, err = run({ "true" }, { host_network = true })
+            local ok, err = run({ "true" }, { install_network = true })
             assert.is_nil(ok)
             assert.matches("gives no run a network", err, 1, true)
         end)

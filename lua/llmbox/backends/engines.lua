@@ -463,7 +463,7 @@ end
 --- handle:run{ argv, env, cwd, stdin, files, clean, limits, on_stdout, on_stderr } -> result
 function Handle:run(spec)
     if not self.id then return nil, "session is closed" end
-    if spec.host_network then
+    if spec.install_network then
         -- native gives an install the host's network; no container ever gets it
         return nil, format("the %s backend gives no run a network, and this policy's installs need one "
             .. "(libraries.network = true): install from offline sources here (libraries.sources: find_links, a "

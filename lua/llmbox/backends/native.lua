@@ -126,10 +126,24 @@ function Handle:reset()
     if not task then return nil, err, code end
     return finish(task)
 end
---- handle:network_denied() -> { "addr:port", ... } | nil: what egress refused since the last call
-function Handle:network_denied()
-    if not self.egress then return nil end
-    local text = self.session:egress_denied()
+--- handle:install_network() -> true | nil, err: library installs' egress, made by the first
+--- install that needs a network (installs never get the host's network)
+function Handle:install_network()
+    if self.install_egress then return true end
+    if not self.install_plan then
+        return nil, "this session's policy gives installs no network (libraries.network)"
+    end
+    local ok, err, code = self.session:egress(self.install_plan.ruleset, os.getenv("LLMBOX_PASTA"), true)
+    if not ok then return nil, "the install's egress: " .. tostring(err), code end
+    self.install_egress = true
+    return true
+end
+
+--- handle:network_denied([installs]) -> { "addr:port", ... } | nil: what egress (the
+--- installs' with installs) refused since the last call
+function Handle:network_denied(installs)
+    if not (installs and self.install_egress or not installs and self.egress) then return nil end
+    local text = self.session:egress_denied(installs)
     local list = text and require("llmbox.egress").denied(text)
     return list and #list > 0 and list or nil
 end
@@ -160,6 +174,16 @@ local function translate(spec, name)
         return nil, ("policy %q asks for network mode %q; the %s backend provides %s"):format(pol.name,
             spec.network.mode, name, name == "native" and '"none" (loopback only) and "egress"'
             or '"none" (loopback only); egress: the native backend, so far')
+    end
+    local install
+    if spec.install_network and name == "native" then
+        -- library installs' own egress, made at the first (names pinned now, with the rest)
+        local ierr
+        install, ierr = require("llmbox.egress").plan(spec.install_network.allow,
+            { optional = spec.install_network.derived, restricted = true })
+        if not install then
+            return nil, ("policy %q: libraries.%s"):format(pol.name, (ierr:gsub("^network%.allow", "network_allow")))
+        end
     end
     if spec.limits.cgroup == "require" then
         local version, _, _, note = core.cgroup()
@@ -203,8 +227,9 @@ local function translate(spec, name)
         host_uid = tonumber(os.getenv("LLMBOX_HOST_UID")) or 65534,
         host_gid = tonumber(os.getenv("LLMBOX_HOST_GID")) or 65534,
         syscalls = sc,
-        hosts_extra = egress and egress.hosts ~= "" and egress.hosts or nil,
+        hosts_extra = (egress and egress.hosts or "") .. (install and install.hosts or ""),
         egress = egress,
+        install_egress = install,
     }
 end
 
@@ -225,7 +250,7 @@ function Opening:result()
             return nil, "egress: " .. tostring(eerr), ecode
         end
     end
-    return setmetatable({ session = session, egress = self.egress ~= nil }, Handle)
+    return setmetatable({ session = session, egress = self.egress ~= nil, install_plan = self.install_egress }, Handle)
 end
 
 _M.translate = translate
@@ -235,7 +260,7 @@ _M.translate = translate
 function _M.opening(core_backend, cfg)
     local task, err, code = core.open_start(core_backend, cfg)
     if not task then return nil, err, code end
-    return setmetatable({ task = task, egress = cfg.egress }, Opening)
+    return setmetatable({ task = task, egress = cfg.egress, install_egress = cfg.install_egress }, Opening)
 end
 
 --- native.open_start(spec) -> opening | nil, err: opens a jail without blocking the caller

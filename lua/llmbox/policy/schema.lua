@@ -354,14 +354,17 @@ local POLICY = {
             end,
         },
         -- Library installs (run{libraries=}, s:install{}): off unless a policy allows them.
-        -- An install runs the package manager in the session's jail as the sandbox user, with
-        -- the host's network when `network` is true (and only for the install), writing only to
-        -- the workspace. Offline sources are host directories (mounted read-only) or URLs.
+        -- An install runs the package manager in the session's jail as the sandbox user,
+        -- writing only to the workspace. With `network` it gets egress of its own (never the
+        -- host's network; see llmbox.egress) to `network_allow` (as network.allow), by default
+        -- the hosts of the sources' URLs and the languages' public registries. Offline sources
+        -- are host directories (mounted read-only) or URLs.
         libraries = {
             type = "record",
             fields = {
                 allow = { type = "boolean", default = false },
                 network = { type = "boolean", default = false },
+                network_allow = { type = "array", of = "string", default = {} },
                 timeout = { type = "duration", default = 300 },
                 sources = {
                     type = "record",
@@ -380,6 +383,11 @@ local POLICY = {
                     },
                 },
             },
+            finish = function(l)
+                local ok, err = require("llmbox.egress").check(l.network_allow)
+                if not ok then return nil, err:gsub("^network%.allow", "network_allow") end
+                return l
+            end,
         },
         -- The kubernetes backend's pods (llmbox.backends.kubernetes): where they go and what
         -- marks them. namespace: else the kubeconfig context's, else "default". pod_manifest:

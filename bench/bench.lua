@@ -199,6 +199,42 @@ if ROOTFS then
         cold_session(r, { lang = "python", rootfs = ROOTFS })
     end }
 end
+-- egress (issue 18): a cold session with network mode "egress" (its namespace, ruleset and
+-- pasta) whose run makes one connection, refused by the ruleset at once (169.254.169.254: no
+-- packet leaves the machine), against the same run in a "none" session
+local EGRESS_CODE = [[
+import socket
+try:
+    socket.create_connection(("169.254.169.254", 80), timeout=5)
+except OSError as e:
+    print(e.errno)
+]]
+local function egress_session(r, mode)
+    local pol = assert(require("llmbox.session").load_policy("default"))
+    pol.network = { mode = mode, allow = {} }
+    local t0 = now()
+    local s, err = llmbox.session({ lang = "python", policy = pol })
+    local t1 = now()
+    local res, rerr
+    if s then
+        res, rerr = s:run(EGRESS_CODE)
+        s:close()
+    end
+    local ms = now() - t0
+    local want = mode == "egress" and "111\n" or "101\n" -- ECONNREFUSED; ENETUNREACH
+    record(r, ms, res and res.stdout == want, res and res.stdout or rerr or err)
+    if res then part(r, "llmbox.session{...}", t1 - t0) end
+end
+if B.capture("command -v pasta 2>/dev/null") ~= "" then
+    latency_rows[#latency_rows + 1] = { row("cold_none_connect", "llmbox cold, network none: session + a run that "
+        .. "connects (unreachable) + close", { short = "llmbox cold, none + connect" }), function(r)
+        egress_session(r, "none")
+    end }
+    latency_rows[#latency_rows + 1] = { row("cold_egress_connect", "llmbox cold, network egress: session + a run that "
+        .. "connects (refused by the ruleset) + close", { short = "llmbox cold, egress + connect" }), function(r)
+        egress_session(r, "egress")
+    end }
+end
 if have_bwrap then
     latency_rows[#latency_rows + 1] = { row("bwrap", "bwrap (same namespaces and mounts)", { short = "bwrap" }), function(r)
         time_process(r, BWRAP)
@@ -723,6 +759,7 @@ ratio("docker_driver", "docker")
 ratio("podman_driver", "podman")
 ratio("pooled", "cold")
 ratio("session_run", "bare")
+ratio("cold_egress_connect", "cold_none_connect")
 
 -- Difference of medians cold - bare, with a bootstrap interval.
 local function diff_ci(a, b)

@@ -90,6 +90,23 @@ function _M.uid()
     return u
 end
 
+-- What the Kubernetes stand-in's pods (native jails of this host; spec/support/k8s_standin.py)
+-- lack that a cluster's containers have, for the conformance run on it (spec/run.sh sets
+-- LLMBOX_K8S_STANDIN); a real cluster (KUBECONFIG) runs these checks.
+local STANDIN_LACKS = {
+    counters = "the kubernetes stand-in's pods (native jails of this host) show no cgroup counters at "
+        .. "/sys/fs/cgroup, which a cluster's containers do, and this verdict is read from them",
+    tty = "the kubernetes stand-in's pods (native jails of this host) have no /dev/tty, which every "
+        .. "container runtime makes",
+}
+
+--- helpers.standin_lacks(what) -> reason | nil: on the stand-in, why a check cannot be made there
+function _M.standin_lacks(what)
+    if os.getenv("LLMBOX_K8S_STANDIN") == "1" and os.getenv("LLMBOX_BACKEND") == "kubernetes" then
+        return assert(STANDIN_LACKS[what], what)
+    end
+end
+
 function _M.is_root()
     return _M.uid() == "0"
 end

@@ -561,6 +561,7 @@ int main(int argc, char **argv) {
     end)
 
     it("has no terminal to attack, and TIOCSTI is refused on every descriptor, also with high bits", function()
+        local tty_gap
         local r, res = A.py(s, [[
 import fcntl, pty
 oserr('openpty', pty.openpty)
@@ -583,6 +584,8 @@ oserr('ctl-tcgets', lambda: fcntl.ioctl(0, 0x5401, b'\0' * 64))
         assert.is_truthy(res.openpty and res.openpty ~= "OK", res.openpty)
         if not s.driver.capabilities.images then
             assert.equal("ENOENT", res["dev-tty"])
+        elseif helpers.standin_lacks("tty") then
+            tty_gap = helpers.standin_lacks("tty") -- (said at the end: the checks below still run)
         else
             -- an engine always makes /dev/tty: with no controlling terminal it opens nothing
             assert.equal("ENXIO", res["dev-tty"])
@@ -598,6 +601,7 @@ oserr('ctl-tcgets', lambda: fcntl.ioctl(0, 0x5401, b'\0' * 64))
         assert.equal("OK 3", res["ctl-fionread"])
         assert.equal("ENOTTY", res["ctl-tcgets"])
         A.fresh_ok(pol.path)
+        if tty_gap then pending(tty_gap) end
     end)
 end)
 end

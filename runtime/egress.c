@@ -168,6 +168,8 @@ static pid_t start_pasta(pid_t h, const char *pasta, lb_error *err)
 			dup2(null, 1);
 			dup2(null, 2);
 		}
+		/* the daemon lives as long as the session: none of the caller's descriptors with it */
+		lb_close_fds_except(NULL, 0);
 		execvp(pasta, (char *const *)argv);
 		_exit(127);
 	}

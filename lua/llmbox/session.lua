@@ -545,6 +545,7 @@ function Session:_cell(code, opts, report)
     res, err = interactive.cell(self._kernel, code, limits, opts)
     if not res or res.state_lost then self._kernel = nil end
     if not res then return nil, err end
+    self:_network(res)
     if #report.violations > 0 then res.warnings = report.violations end
     if self.recipe.plots then
         local plots, perr = {}, nil

@@ -156,7 +156,8 @@ local llmbox = require "llmbox"
 local json = require "llmbox.json"
 local pol = assert(require("llmbox.session").load_policy("default"))
 pol.network = json.decode(%q)
-local s, err = llmbox.session{ backend = os.getenv("EGRESS_BACKEND") or "native", policy = pol, lang = "python" }
+local s, err = llmbox.session{ backend = os.getenv("EGRESS_BACKEND") or "native", policy = pol, lang = "python",
+    interactive = os.getenv("EGRESS_INTERACTIVE") == "1" }
 if not s then print(json.encode({ open_error = err })) return end
 local function run()
     local r = assert(s:run(%q))
@@ -202,6 +203,16 @@ print(json.encode({ first = first, second = second }))
         assert.same({ "10.9.9.9:80", "169.254.169.254:80", "203.0.113.7:8081" }, res.network_denied)
         -- the session's pasta went with it
         assert.equal(before, pasta_count())
+    end)
+
+    it("gives interactive cells the same network, and says what it refused in each cell's result", function()
+        if why_not then pending(why_not) end
+        local res = probe({ mode = "egress" }, { env = { EGRESS_INTERACTIVE = "1", EGRESS_TWICE = "1" } })
+        for _, r in ipairs({ res.first, res.second }) do
+            assert.equal("web", r["http://198.51.100.1/"])
+            assert.equal("refused", r["http://169.254.169.254/"])
+            assert.same({ "10.9.9.9:80", "169.254.169.254:80", "203.0.113.7:8081" }, r.network_denied)
+        end
     end)
 
     it("with an allow list, reaches only its entries: names pinned at session start", function()

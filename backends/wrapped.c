@@ -655,7 +655,8 @@ static int wrap_reset(void *s, lb_error *err)
 	{                                                                                          \
 		.name = NAME,                                                                      \
 		.caps = LB_CAP_POOL | LB_CAP_PERSISTENT_WORKSPACE | LB_CAP_NETWORK_POLICY |        \
-			LB_CAP_SECCOMP | LB_CAP_INTERACTIVE | LB_CAP_ROOTFS | LB_CAP_RUN_LIMITS,   \
+			LB_CAP_SECCOMP | LB_CAP_INTERACTIVE | LB_CAP_ROOTFS | LB_CAP_RUN_LIMITS |  \
+			EGRESS_CAP,                                                                \
 		.open = OPEN, .run = lb_native_run, .copy_in = lb_native_copy_in,                  \
 		.copy_out = lb_native_copy_out, .collect = lb_native_collect,                      \
 		.close = lb_native_close, .prestart = lb_native_prestart,                          \
@@ -668,9 +669,21 @@ static int wrap_reset(void *s, lb_error *err)
 		.run_end = lb_active_op_end, .run_discard = lb_active_op_discard,                  \
 		.open_start = OPEN_START, .reset_start = wrap_reset_start,                         \
 		.task_fds = wrap_task_fds, .task_step = wrap_task_step, .task_end = wrap_task_end, \
-		.task_discard = wrap_task_discard,                                                 \
+		.task_discard = wrap_task_discard, .egress = EGRESS_OP,                            \
+		.egress_denied = EGRESS_DENIED_OP,                                                 \
 	}
 
+/* bwrap's jails get egress as native's do (runtime/egress.c joins the jail's user namespace);
+ * nsjail's not yet (untested: no nsjail here) */
+#define EGRESS_CAP	 LB_CAP_EGRESS
+#define EGRESS_OP	 lb_native_egress
+#define EGRESS_DENIED_OP lb_native_egress_denied
 const lb_backend lb_backend_bubblewrap =
 	WRAPPED_BACKEND("bubblewrap", bwrap_open, bwrap_open_start);
+#undef EGRESS_CAP
+#undef EGRESS_OP
+#undef EGRESS_DENIED_OP
+#define EGRESS_CAP	 0
+#define EGRESS_OP	 NULL
+#define EGRESS_DENIED_OP NULL
 const lb_backend lb_backend_nsjail = WRAPPED_BACKEND("nsjail", nsjail_open, nsjail_open_start);

@@ -3,8 +3,9 @@
  *
  *   caller ── H: joins the jail's user namespace, makes a network namespace (its loopback up),
  *   │          loads the ruleset in it, reports, and waits until the caller has the namespace;
- *   └──────── pasta (Debian's passt): joins that namespace, gives it an interface with the host's
- *              address and routes, and turns its connections into the host's sockets; started
+ *   └──────── pasta (Debian's passt): joins that namespace (given as descriptors), gives it an
+ *              interface with the host's address and routes, and turns its connections into
+ *              the host's sockets; started
  *              with no port forwarded either way and the gateway not mapped to the host's
  *              loopback. It daemonizes once the namespace is configured: its exit is the signal.
  *
@@ -131,17 +132,17 @@ static char *read_file_text(const char *path, char *buf, size_t len)
 	return buf;
 }
 
-/* Starts pasta on H's namespaces; returns its daemon's pid. */
-static pid_t start_pasta(pid_t h, const char *pasta, lb_error *err)
+/* Starts pasta on the namespaces (its own descriptors 3 and 4: opening another process's
+ * /proc/PID/ns needs ptrace rights over it, which pasta may lack); returns its daemon's pid. */
+static pid_t start_pasta(int netns_fd, int userns_fd, const char *pasta, lb_error *err)
 {
 	char dir[] = "/tmp/llmbox-egress-XXXXXX";
 	if (!mkdtemp(dir))
 		return lb_fail_sys(err, errno, "making a directory for pasta's files");
-	char pidfile[64], logfile[64], netns[64], userns[64];
+	char pidfile[64], logfile[64];
+	const char *netns = "/proc/self/fd/3", *userns = "/proc/self/fd/4";
 	snprintf(pidfile, sizeof pidfile, "%s/pid", dir);
 	snprintf(logfile, sizeof logfile, "%s/log", dir);
-	snprintf(netns, sizeof netns, "/proc/%d/ns/net", (int)h);
-	snprintf(userns, sizeof userns, "/proc/%d/ns/user", (int)h);
 	/* No port forwarded in (-t, -u) nor to the host's loopback (-T, -U), the gateway not the
 	 * host; no DHCP, NDP or router advertisements: the interface is configured by pasta. As
 	 * root, pasta would switch to nobody, who may not enter the jail's user namespace. */
@@ -168,8 +169,14 @@ static pid_t start_pasta(pid_t h, const char *pasta, lb_error *err)
 			dup2(null, 1);
 			dup2(null, 2);
 		}
-		/* the daemon lives as long as the session: none of the caller's descriptors with it */
-		lb_close_fds_except(NULL, 0);
+		/* the namespaces at 3 and 4, kept across exec; the daemon lives as long as the
+		 * session: none of the caller's other descriptors with it */
+		int n = fcntl(netns_fd, F_DUPFD_CLOEXEC, 10),
+		    u = fcntl(userns_fd, F_DUPFD_CLOEXEC, 10);
+		if (n < 0 || u < 0 || dup2(n, 3) < 0 || dup2(u, 4) < 0)
+			_exit(126);
+		const int keep[] = {3, 4};
+		lb_close_fds_except(keep, 2);
 		execvp(pasta, (char *const *)argv);
 		_exit(127);
 	}
@@ -235,7 +242,8 @@ lb_egress *lb_egress_open(const lb_jail *j, const char *ruleset, const char *pas
 		e->netns = open(path, O_RDONLY | O_CLOEXEC);
 		if (e->netns < 0) {
 			lb_fail_sys(err, errno, "opening the egress network namespace");
-		} else if ((e->pasta = start_pasta(h, pasta ? pasta : "pasta", err)) > 0) {
+		} else if ((e->pasta = start_pasta(e->netns, j->userns, pasta ? pasta : "pasta",
+						   err)) > 0) {
 			close(hold[1]);
 			close(report[0]);
 			while (waitpid(h, NULL, 0) < 0 && errno == EINTR)

@@ -83,7 +83,7 @@ describe("container create body #unpriv", function()
         local body, err = container.create_body(spec, { image = "img:1" })
         assert.is_nil(body)
         assert.equal('policy "default" asks for network mode "egress"; the container backends provide only '
-            .. '"none" (no network at all): egress is built for the native backend so far (-b native)', err)
+            .. '"none" (no network at all): egress is built for the native and bubblewrap backends so far (-b native)', err)
         assert.has_error(function() container.create_body(spec_for("default"), {}) end,
             "create_body: opts.image is required")
     end)

@@ -41,6 +41,12 @@ describe("sandbox plan #unpriv", function()
 
     it("is all the native driver needs, and it refuses what the jail cannot honour", function()
         local spec = plan.sandbox(assert(policy.load("default")), nil)
+        -- a jail driver without egress refuses it (nsjail: not yet)
+        spec.network.mode = "egress"
+        local cfg, terr = native.translate(spec, "nsjail")
+        assert.is_nil(cfg)
+        assert.equal('policy "default" asks for network mode "egress"; the nsjail backend provides "none" '
+            .. '(loopback only); egress: the native and bubblewrap backends, so far', terr)
         spec.network.mode = "host"
         local h, err = native.open(spec)
         assert.is_nil(h)

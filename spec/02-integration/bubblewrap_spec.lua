@@ -78,10 +78,11 @@ describe("the bubblewrap backend #unpriv", function()
     it("refuses what the jail cannot give, naming the backend", function()
         local pol = assert(policy.load("default"))
         local spec = assert(plan.sandbox(pol, assert(recipes.get("python")), {}))
-        spec.network = { mode = "egress" }
+        spec.network = { mode = "host" }
         local cfg, err = bubblewrap.command(spec)
         assert.is_nil(cfg)
-        assert.matches('asks for network mode "egress"; the bubblewrap backend only provides "none"', err, 1, true)
+        assert.matches('asks for network mode "host"; the bubblewrap backend provides "none" (loopback only) and "egress"',
+            err, 1, true)
         spec = assert(plan.sandbox(pol, assert(recipes.get("python")), {}))
         spec.mounts[#spec.mounts + 1] = { src = "/nonexistent/llmbox-path", dst = "/opt/x" }
         cfg, err = bubblewrap.command(spec)

@@ -1,8 +1,8 @@
 -- Library installs: into the session's workspace, from an offline source or the npm registry,
--- with the network for the install step only, and names that cannot smuggle options. The
--- offline ones are in the conformance suite: the container backends mount the policy's offline
--- sources read-only, as native does; an install that needs the network waits for an egress mode
--- there (the npm one is native's alone).
+-- with a network for the install step only (egress of its own: spec/02-integration/egress_spec.lua),
+-- and names that cannot smuggle options. The offline ones are in the conformance suite: the
+-- container backends mount the policy's offline sources read-only, as native does; an install
+-- that needs the network is refused there (the npm one is native's alone).
 local llmbox = require "llmbox"
 local helpers = require "spec.helpers"
 local wheel = require "support.wheel"

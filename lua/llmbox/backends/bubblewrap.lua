@@ -60,7 +60,12 @@ function _M.command(spec)
             add("--remount-ro", s[2])
         end
     end
-    cfg.wrap = { argv = a, ready = ready, files = wrapped.etc_files(cfg.hostname or "llmbox") }
+    local files = wrapped.etc_files(cfg.hostname or "llmbox")
+    for _, f in ipairs(files) do
+        -- egress's pinned names (see llmbox.egress)
+        if f.path == "/etc/hosts" and cfg.hosts_extra then f.data = f.data .. cfg.hosts_extra end
+    end
+    cfg.wrap = { argv = a, ready = ready, files = files }
     return cfg
 end
 

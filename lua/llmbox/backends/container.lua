@@ -286,7 +286,7 @@ function _M.create_body(spec, opts)
     end
     if spec.network.mode ~= "none" then
         return nil, format("policy %q asks for network mode %q; the container backends provide only \"none\" "
-            .. "(no network at all): egress is built for the native backend so far (-b native)", pol.name,
+            .. "(no network at all): egress is built for the native and bubblewrap backends so far (-b native)", pol.name,
             spec.network.mode)
     end
     local lim = spec.limits

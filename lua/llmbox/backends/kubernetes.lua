@@ -357,7 +357,7 @@ local function open(spec)
     if spec.volumes then return refuse("host mounts (runtime.volumes) are refused on kubernetes: they name a node's files") end
     if spec.network and spec.network.mode ~= "none" then
         return refuse("the kubernetes backend gives a pod no network (network.mode = \"none\", cut by a deny-all "
-            .. "NetworkPolicy); network.mode = %q is not built for it (egress: the native backend only, so far)",
+            .. "NetworkPolicy); network.mode = %q is not built for it (egress: the native and bubblewrap backends, so far)",
             tostring(spec.network.mode))
     end
     if spec.limits.cgroup == "forbid" then

@@ -162,7 +162,9 @@ local function translate(spec, name)
             :format(spec.image, name)
     end
     local egress
-    if spec.network.mode == "egress" and name == "native" then
+    -- (egress: runtime/egress.c, for any jail session of the core: native's and bwrap's)
+    local has_egress = name == "native" or name == "bubblewrap"
+    if spec.network.mode == "egress" and has_egress then
         -- the names resolved and pinned now, the ruleset made from them and the host's
         -- addresses now; the session gets its network once the jail is open (Opening:result)
         local eerr
@@ -172,11 +174,11 @@ local function translate(spec, name)
         -- Deny by default: nothing but loopback exists in the jail, so say so instead of
         -- running with a network the policy did not get.
         return nil, ("policy %q asks for network mode %q; the %s backend provides %s"):format(pol.name,
-            spec.network.mode, name, name == "native" and '"none" (loopback only) and "egress"'
-            or '"none" (loopback only); egress: the native backend, so far')
+            spec.network.mode, name, has_egress and '"none" (loopback only) and "egress"'
+            or '"none" (loopback only); egress: the native and bubblewrap backends, so far')
     end
     local install
-    if spec.install_network and name == "native" then
+    if spec.install_network and has_egress then
         -- library installs' own egress, made at the first (names pinned now, with the rest)
         local ierr
         install, ierr = require("llmbox.egress").plan(spec.install_network.allow,

@@ -126,10 +126,29 @@ static char *read_file_text(const char *path, char *buf, size_t len)
 	ssize_t n = read(fd, buf, len - 1);
 	close(fd);
 	buf[n > 0 ? n : 0] = '\0';
-	for (char *p = buf; *p; p++) /* one line for an error message */
-		if (*p == '\n' && p[1])
-			*p = ' ';
 	return buf;
+}
+
+/* What pasta said: its log, else what it wrote before opening it, without its complaints that
+ * it has no syslog. */
+static const char *pasta_said(const char *logfile, const char *errfile, char *buf, size_t len)
+{
+	char raw[2048];
+	read_file_text(logfile, raw, sizeof raw);
+	if (!raw[0])
+		read_file_text(errfile, raw, sizeof raw);
+	buf[0] = '\0';
+	size_t n = 0;
+	for (char *save = NULL, *line = strtok_r(raw, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (strstr(line, "syslog"))
+			continue;
+		int w = snprintf(buf + n, len - n, "%s%s", n ? " " : "", line);
+		if (w < 0 || (size_t)w >= len - n)
+			break;
+		n += (size_t)w;
+	}
+	return buf[0] ? buf : "(it said nothing)";
 }
 
 /* Starts pasta on the namespaces (its own descriptors 3 and 4: opening another process's
@@ -139,10 +158,11 @@ static pid_t start_pasta(int netns_fd, int userns_fd, const char *pasta, lb_erro
 	char dir[] = "/tmp/llmbox-egress-XXXXXX";
 	if (!mkdtemp(dir))
 		return lb_fail_sys(err, errno, "making a directory for pasta's files");
-	char pidfile[64], logfile[64];
+	char pidfile[64], logfile[64], errfile[64];
 	const char *netns = "/proc/self/fd/3", *userns = "/proc/self/fd/4";
 	snprintf(pidfile, sizeof pidfile, "%s/pid", dir);
 	snprintf(logfile, sizeof logfile, "%s/log", dir);
+	snprintf(errfile, sizeof errfile, "%s/err", dir);
 	/* No port forwarded in (-t, -u) nor to the host's loopback (-T, -U), the gateway not the
 	 * host; no DHCP, NDP or router advertisements: the interface is configured by pasta. As
 	 * root, pasta would switch to nobody, who may not enter the jail's user namespace. */
@@ -163,11 +183,14 @@ static pid_t start_pasta(int netns_fd, int userns_fd, const char *pasta, lb_erro
 		return lb_fail_sys(err, errno, "fork");
 	}
 	if (p == 0) {
-		int null = open("/dev/null", O_RDWR);
-		if (null >= 0) {
+		/* what pasta says before its log is open goes to errfile */
+		int null = open("/dev/null", O_RDWR),
+		    out = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (null >= 0)
 			dup2(null, 0);
-			dup2(null, 1);
-			dup2(null, 2);
+		if (out >= 0) {
+			dup2(out, 1);
+			dup2(out, 2);
 		}
 		/* the namespaces at 3 and 4, kept across exec; the daemon lives as long as the
 		 * session: none of the caller's other descriptors with it */
@@ -192,11 +215,12 @@ static pid_t start_pasta(int netns_fd, int userns_fd, const char *pasta, lb_erro
 	else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		lb_fail(err, EIO, "pasta could not give the jail its network (exit %d): %s",
 			WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st),
-			read_file_text(logfile, text, sizeof text));
+			pasta_said(logfile, errfile, text, sizeof text));
 	else if ((daemon = (pid_t)atoi(read_file_text(pidfile, text, sizeof text))) <= 0)
 		lb_fail(err, EIO, "pasta started but wrote no pid");
 	unlink(pidfile);
 	unlink(logfile);
+	unlink(errfile);
 	rmdir(dir);
 	return daemon > 0 ? daemon : -1;
 }

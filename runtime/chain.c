@@ -30,8 +30,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -109,6 +111,32 @@ void lb_exec_program(const lb_run_spec *spec, const lb_filter *filter, struct ch
 		lb_child_relay(rep, &e);
 	execve(prog, (char *const *)spec->argv, (char *const *)spec->envp);
 	lb_child_fail(rep, errno, "%ccannot execute %s", EXEC_MARK, prog);
+}
+
+/* The run's own /etc/hosts (its mount namespace is its own): written to a new file of a random
+ * name on the jail's /tmp as the sandbox user (the jail's root has no uid on the host to own
+ * it), bound read-only over /etc/hosts, and unlinked: the mount keeps it, and only it. */
+static void run_hosts(const char *text, int rep)
+{
+	unsigned char rnd[8];
+	char path[64];
+	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+		lb_child_fail(rep, errno, "getrandom");
+	snprintf(path, sizeof path, "/tmp/.llmbox-hosts-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
+		 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	setfsuid(LB_SANDBOX_UID);
+	setfsgid(LB_SANDBOX_GID);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+	setfsuid(0);
+	setfsgid(0);
+	if (fd < 0 || lb_write_all(fd, text, strlen(text)) < 0)
+		lb_child_fail(rep, errno, "writing the run's hosts file");
+	close(fd);
+	if (mount(path, "/etc/hosts", NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, "/etc/hosts", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+		  NULL) < 0)
+		lb_child_fail(rep, errno, "binding the run's /etc/hosts");
+	unlink(path);
 }
 
 static void write_files(const lb_run_spec *spec, int rep)
@@ -189,6 +217,8 @@ static void run_init(const lb_run_spec *spec, const lb_filter *filter, struct ch
 		_exit(127);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		lb_child_fail(rep, errno, "mounting the run's /proc");
+	if (spec->hosts)
+		run_hosts(spec->hosts, rep);
 	scrub_identity(rep);
 	if (lb_become_sandbox_user(&e) < 0)
 		lb_child_relay(rep, &e);

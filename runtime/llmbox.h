@@ -192,6 +192,9 @@ typedef struct lb_run_spec {
 	 * namespace of its own, see lb_egress_open) instead of the jail's, for this run only; a
 	 * session without one refuses the run. Never the host's network. */
 	bool install_network;
+	/* NULL, or this run's /etc/hosts (the install's names, pinned when its egress was made):
+	 * bind-mounted read-only over the jail's in the run's own mount namespace. */
+	const char *hosts;
 	/* Prestarted run (lb_run_begin only): the program gets fd 3, a socket on which it writes
 	 * the byte 'R' once it is ready, then reads its request until EOF (see lb_run_finish).
 	 * When done it may close its stdout and stderr and write one line on that socket,

@@ -466,6 +466,7 @@ static void read_run_spec(lua_State *L, int t, lb_run_spec *spec, struct out_ctx
 	spec->n_files = nf;
 	spec->clean = string_array(L, t, "clean", &spec->n_clean);
 	spec->install_network = opt_bool(L, t, "install_network", false);
+	spec->hosts = opt_string(L, t, "hosts", NULL);
 	spec->probe = opt_string(L, t, "probe", NULL);
 	read_limits(L, t, &spec->limits);
 	ctx->L = L;

@@ -587,8 +587,9 @@ function Session:install(packages, opts)
     if not spec then return nil, err end
     if spec.install_network and self.handle and self.handle.install_network then
         -- its own egress (native), never the host's network
-        local made, nerr = self.handle:install_network()
-        if not made then return nil, nerr end
+        local hosts, nerr = self.handle:install_network()
+        if not hosts then return nil, nerr end
+        spec.hosts = hosts
     end
     local res
     res, err = self:_execute(spec, opts)

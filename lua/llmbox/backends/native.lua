@@ -126,17 +126,21 @@ function Handle:reset()
     if not task then return nil, err, code end
     return finish(task)
 end
---- handle:install_network() -> true | nil, err: library installs' egress, made by the first
---- install that needs a network (installs never get the host's network)
+--- handle:install_network() -> hosts | nil, err: library installs' egress, made by the first
+--- install that needs a network (installs never get the host's network): its names resolved
+--- and pinned now; hosts: the /etc/hosts of the install runs (the jail's, and those names)
 function Handle:install_network()
-    if self.install_egress then return true end
-    if not self.install_plan then
-        return nil, "this session's policy gives installs no network (libraries.network)"
+    if self.install_egress then return self.install_hosts end
+    local want = self.install_plan
+    if not want then return nil, "this session's policy gives installs no network (libraries.network)" end
+    local plan, perr = require("llmbox.egress").plan(want.allow, { optional = want.derived, restricted = true })
+    if not plan then
+        return nil, ("policy %q: libraries.%s"):format(want.policy, (perr:gsub("^network%.allow", "network_allow")))
     end
-    local ok, err, code = self.session:egress(self.install_plan.ruleset, os.getenv("LLMBOX_PASTA"), true)
+    local ok, err, code = self.session:egress(plan.ruleset, os.getenv("LLMBOX_PASTA"), true)
     if not ok then return nil, "the install's egress: " .. tostring(err), code end
-    self.install_egress = true
-    return true
+    self.install_egress, self.install_hosts = true, (self.hosts or "") .. plan.hosts
+    return self.install_hosts
 end
 
 --- handle:network_denied([installs]) -> { "addr:port", ... } | nil: what egress (the
@@ -177,16 +181,10 @@ local function translate(spec, name)
             spec.network.mode, name, has_egress and '"none" (loopback only) and "egress"'
             or '"none" (loopback only); egress: the native and bubblewrap backends, so far')
     end
-    local install
-    if spec.install_network and has_egress then
-        -- library installs' own egress, made at the first (names pinned now, with the rest)
-        local ierr
-        install, ierr = require("llmbox.egress").plan(spec.install_network.allow,
-            { optional = spec.install_network.derived, restricted = true })
-        if not install then
-            return nil, ("policy %q: libraries.%s"):format(pol.name, (ierr:gsub("^network%.allow", "network_allow")))
-        end
-    end
+    -- library installs' own egress: made by the first install that needs it (its names are
+    -- resolved then, not here: a session that never installs never waits on DNS)
+    local install = spec.install_network and has_egress and
+        { allow = spec.install_network.allow, derived = spec.install_network.derived, policy = pol.name } or nil
     if spec.limits.cgroup == "require" then
         local version, _, _, note = core.cgroup()
         if version == 0 then
@@ -229,7 +227,7 @@ local function translate(spec, name)
         host_uid = tonumber(os.getenv("LLMBOX_HOST_UID")) or 65534,
         host_gid = tonumber(os.getenv("LLMBOX_HOST_GID")) or 65534,
         syscalls = sc,
-        hosts_extra = (egress and egress.hosts or "") .. (install and install.hosts or ""),
+        hosts_extra = egress and egress.hosts ~= "" and egress.hosts or nil,
         egress = egress,
         install_egress = install,
     }
@@ -252,7 +250,8 @@ function Opening:result()
             return nil, "egress: " .. tostring(eerr), ecode
         end
     end
-    return setmetatable({ session = session, egress = self.egress ~= nil, install_plan = self.install_egress }, Handle)
+    return setmetatable({ session = session, egress = self.egress ~= nil, install_plan = self.install_egress,
+        hosts = self.hosts }, Handle)
 end
 
 _M.translate = translate
@@ -262,7 +261,14 @@ _M.translate = translate
 function _M.opening(core_backend, cfg)
     local task, err, code = core.open_start(core_backend, cfg)
     if not task then return nil, err, code end
-    return setmetatable({ task = task, egress = cfg.egress, install_egress = cfg.install_egress }, Opening)
+    local hosts
+    if cfg.install_egress then
+        -- the jail's /etc/hosts, which an install run's own extends (Handle:install_network)
+        for _, f in ipairs(core.jail_etc(cfg.hostname or "llmbox")) do
+            if f.path == "/etc/hosts" then hosts = f.data .. (cfg.hosts_extra or "") end
+        end
+    end
+    return setmetatable({ task = task, egress = cfg.egress, install_egress = cfg.install_egress, hosts = hosts }, Opening)
 end
 
 --- native.open_start(spec) -> opening | nil, err: opens a jail without blocking the caller

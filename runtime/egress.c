@@ -16,6 +16,7 @@
  * callers that never ask for egress never load it. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "run.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -183,6 +184,9 @@ static pid_t start_pasta(int netns_fd, int userns_fd, const char *pasta, lb_erro
 		return lb_fail_sys(err, errno, "fork");
 	}
 	if (p == 0) {
+		/* default dispositions and no blocked signal: this pasta takes an ignored SIGPIPE
+		 * (inherited: callers often ignore it) for a failure to set its own */
+		lb_reset_signals();
 		/* what pasta says before its log is open goes to errfile */
 		int null = open("/dev/null", O_RDWR),
 		    out = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

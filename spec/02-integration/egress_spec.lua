@@ -154,6 +154,10 @@ print(json.dumps(out))
         helpers.write(script, ([[
 local llmbox = require "llmbox"
 local json = require "llmbox.json"
+-- callers often ignore SIGPIPE (daemons, nginx): pasta inherits that, and must still start
+local ffi = require "ffi"
+ffi.cdef "typedef void (*llmbox_sig_t)(int); llmbox_sig_t signal(int signum, llmbox_sig_t handler);"
+ffi.C.signal(13, ffi.cast("llmbox_sig_t", 1))
 local pol = assert(require("llmbox.session").load_policy("default"))
 pol.network = json.decode(%q)
 local s, err = llmbox.session{ backend = os.getenv("EGRESS_BACKEND") or "native", policy = pol, lang = "python",

@@ -138,7 +138,7 @@ run_later() { # index
 }
 
 jobs=${LLMBOX_SPEC_JOBS:-2}
-k=1
+k=1 workers=
 while [ "$k" -le "$jobs" ] && [ "$k" -le "$n_later" ]; do
 	(
 		i=$k
@@ -147,10 +147,12 @@ while [ "$k" -le "$jobs" ] && [ "$k" -le "$n_later" ]; do
 			i=$((i + jobs))
 		done
 	) &
+	workers="$workers $!"
 	k=$((k + 1))
 done
 [ "$n_later" -gt 0 ] && echo "== $n_later more runs, $jobs side by side (LLMBOX_SPEC_JOBS); each one's log follows when all are done"
-wait
+# the workers only: the stand-in, a child too, runs until it is stopped below
+for w in $workers; do wait "$w"; done
 i=1
 while [ "$i" -le "$n_later" ]; do
 	dir=$later/$i

@@ -2,7 +2,7 @@
  * networking and an nftables ruleset that decides where it may go.
  *
  *   caller ── H: joins the jail's user namespace, makes a network namespace (its loopback up),
- *   │          loads the ruleset in it, reports, and waits until the caller has the namespace;
+ *   │          loads the ruleset in it, reports, and waits until the caller has opened it;
  *   └──────── pasta (Debian's passt): joins that namespace (given as descriptors), gives it an
  *              interface with the host's address and routes, and turns its connections into
  *              the host's sockets; started
@@ -267,25 +267,19 @@ lb_egress *lb_egress_open(const lb_jail *j, const char *ruleset, const char *pas
 	} else {
 		char path[64];
 		snprintf(path, sizeof path, "/proc/%d/ns/net", (int)h);
-		e->netns = open(path, O_RDONLY | O_CLOEXEC);
-		if (e->netns < 0) {
+		if ((e->netns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 			lb_fail_sys(err, errno, "opening the egress network namespace");
-		} else if ((e->pasta = start_pasta(e->netns, j->userns, pasta ? pasta : "pasta",
-						   err)) > 0) {
-			close(hold[1]);
-			close(report[0]);
-			while (waitpid(h, NULL, 0) < 0 && errno == EINTR)
-				;
-			return e;
-		}
 	}
+	/* the helper's part is over (EOF on its pipe ends it): the namespace lives on in e->netns,
+	 * which pasta gets as a descriptor */
 	close(hold[1]);
 	close(report[0]);
-	if (h > 0) {
-		kill(h, SIGKILL);
+	if (h > 0)
 		while (waitpid(h, NULL, 0) < 0 && errno == EINTR)
 			;
-	}
+	if (e && e->netns >= 0 &&
+	    (e->pasta = start_pasta(e->netns, j->userns, pasta ? pasta : "pasta", err)) > 0)
+		return e;
 	if (e && e->netns >= 0)
 		close(e->netns);
 	free(e);

@@ -9,6 +9,7 @@ local output = require "llmbox.cli.output"
 
 local io, ipairs, tostring, tonumber = io, ipairs, tostring, tonumber
 local format, concat = string.format, table.concat
+local now_ms = require("llmbox.util").now_ms
 
 local _M = { _VERSION = "0.1.0" }
 
@@ -21,7 +22,7 @@ Run code that language models write, in a sandbox you control with Lua policies.
 
 Commands:
   run [-l LANG] [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [-q] [--json] [--save-plots DIR]
-      [--libraries PKG,...] [--server ADDR] (-c CODE | FILE | -) [-- ARGS...]
+      [--libraries PKG,...] [--server ADDR] [--timings] (-c CODE | FILE | -) [-- ARGS...]
                      run code in a fresh sandbox; exit status is the program's
   exec [-b BACKEND] [-p POLICY] [-t SECONDS] [-i] [-q] [--json] -- CMD [ARGS...]
                      run a command in a fresh sandbox
@@ -82,6 +83,9 @@ Options:
                         failed, else null), cpu_ms, plots (base64 PNG/SVG/HTML), warnings
   --save-plots DIR      write the run's plots to DIR/plot-N.png (or .svg, .html)
   -q, --quiet           do not print the reason when a limit fires
+  --timings             say where the time went (ms per stage: load, recipe, policy, admit,
+                        open, run and the program's part of it, close) on stderr, or in
+                        "timings" with --json
 
 Exit status: the program's (128+N if killed by signal N; the compiler's or installer's
 when that step failed); 124 timeout; 125 llmbox or sandbox failure (including usage
@@ -107,6 +111,7 @@ local RUN_SPEC = {
     ["-i"] = { flag = "stdin" }, ["--stdin"] = { flag = "stdin" },
     ["-q"] = { flag = "quiet" }, ["--quiet"] = { flag = "quiet" },
     ["--save-plots"] = "save_plots", ["--libraries"] = { list = "libraries" },
+    ["--timings"] = { flag = "timings" },
     _stop_at_positional = true,
 }
 
@@ -187,6 +192,26 @@ local function finish(r, opts, term)
     return status
 end
 
+-- --timings: the stages llmbox.run timed, the program's own part of the run, and the time since
+-- main() began (started_ms, CLOCK_MONOTONIC, from runtime/main.c: the process's start before it is
+-- not visible from inside, but a caller measuring from outside can subtract it)
+local function timings_done(t, r, started_ms, term)
+    t.program = r.duration_ms
+    if started_ms then t.total, t.main_started_ms = now_ms() - started_ms, started_ms end
+    local parts = { "load", "recipe", "policy", "admit", "open", "run", "close", "total" }
+    for k, v in pairs(t) do t[k] = math.floor(v * 1000 + 0.5) / 1000 end
+    if term then
+        local out = {}
+        for _, k in ipairs(parts) do
+            if t[k] then
+                out[#out + 1] = format("%s %.1f", k, t[k]) .. (k == "run" and format(" (program %.1f)", t.program) or "")
+            end
+        end
+        term:message("timings (ms): " .. concat(out, ", "))
+    end
+    return t
+end
+
 function _M.run(argv)
     -- (llmbox and the recipes are loaded only where needed: a run sent to a daemon needs neither)
     local opts, pos = cli_args.parse(argv, RUN_SPEC)
@@ -213,8 +238,11 @@ function _M.run(argv)
     o.dockerfile = opts.dockerfile
     o.keep, o.container, o.remove, o.commit = opts.keep, opts.container, opts.remove, opts.commit
     if opts.remove and not opts.container then return die("--remove goes with --container ID") end
+    local llmbox = require "llmbox"
+    if opts.timings then o.timings = { load = argv.started_ms and now_ms() - argv.started_ms } end
     -- llmbox.run admits the code before it creates the sandbox: refused code costs none
-    local r, rerr, report = require("llmbox").run(code, o)
+    local r, rerr, report = llmbox.run(code, o)
+    if r and o.timings then r.timings = timings_done(o.timings, r, argv.started_ms, term) end
     if not r then
         if report and opts.json then
             io.stdout:write(json.encode({ refused = true, error = rerr, violations = report.violations }), "\n")
@@ -425,7 +453,7 @@ function _M.tools(args)
 end
 
 function _M.main(argv)
-    local args = {}
+    local args = { started_ms = argv.started_ms }
     for i = 1, #argv do args[i] = argv[i] end
     local cmd = table.remove(args, 1)
     if cmd == nil or cmd == "help" or cmd == "--help" or cmd == "-h" then

@@ -26,36 +26,56 @@ _M.describe_violations = admit.describe_violations
 local SESSION_KEYS = { lang = 1, policy = 1, backend = 1, image = 1, pull = 1, keep_image = 1, on_progress = 1,
     runtime = 1, dockerfile = 1, keep = 1, container = 1, rootfs = 1 }
 -- and what is done with the session after the run: commit = "image" (s:commit), remove = true
--- (an attached container goes too)
-local AFTER_KEYS = { commit = 1, remove = 1 }
+-- (an attached container goes too); timings = {} is filled with each stage's milliseconds
+local AFTER_KEYS = { commit = 1, remove = 1, timings = 1 }
+local now_ms = require("llmbox.util").now_ms
+
+-- the stages of a one-shot run, in order, as `timings` names them (README, "Where the time goes")
+_M.RUN_STAGES = { "recipe", "policy", "admit", "open", "run", "close" }
 
 function _M.run(code, opts)
     if type(code) ~= "string" then error("code must be a string", 2) end
     opts = opts or {}
-    local recipe, err = recipes.get(opts.lang or "python")
-    if not recipe then return nil, err end
-    local p
-    p, err = session.load_policy(opts.policy)
-    if not p then return nil, err end
-    local libraries = type(opts.libraries) == "table" and opts.libraries or nil
-    local admission, aerr, report = admit.run(code, recipe, p, libraries)
-    if not admission then return nil, aerr, report end
-    local s
     if opts.commit ~= nil and (type(opts.commit) ~= "string" or opts.commit == "") then
         error("run: commit must be an image name (\"name:tag\")", 2)
     end
+    if opts.timings ~= nil and type(opts.timings) ~= "table" then
+        error("run: timings must be a table to fill, got " .. type(opts.timings), 2)
+    end
+    local timings, last = opts.timings, now_ms()
+    local function lap(stage)
+        if timings then
+            local t = now_ms()
+            timings[stage], last = t - last, t
+        end
+    end
+    local recipe, err = recipes.get(opts.lang or "python")
+    if not recipe then return nil, err end
+    lap("recipe")
+    local p
+    p, err = session.load_policy(opts.policy)
+    if not p then return nil, err end
+    lap("policy")
+    local libraries = type(opts.libraries) == "table" and opts.libraries or nil
+    local admission, aerr, report = admit.run(code, recipe, p, libraries)
+    if not admission then return nil, aerr, report end
+    lap("admit")
+    local s
     local session_opts = { lang = recipe.name, policy = p }
     for k in pairs(SESSION_KEYS) do
         if k ~= "lang" and k ~= "policy" then session_opts[k] = opts[k] end
     end
     s, err = session.one_shot(session_opts, opts.commit)
     if not s then return nil, err end
+    lap("open")
     local run_opts = {}
     for k, v in pairs(opts) do
         if not SESSION_KEYS[k] and not AFTER_KEYS[k] then run_opts[k] = v end
     end
     local r, rerr, rreport = s:run(code, run_opts, admission)
+    lap("run")
     session.conclude(s, r, opts)
+    lap("close")
     return r, rerr, rreport
 end
 

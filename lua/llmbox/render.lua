@@ -30,7 +30,8 @@ end
 --- truncated, signal, phase, cpu_ms (absent when unknown), plots, warnings (when there are any);
 --- container (a kept or attached one's id), committed and commit_error (a commit's), when set;
 --- an interactive cell's: cell (its number), value (the repr of its last expression, when it had
---- one), state_lost (true when the cell ended the interpreter), interrupted.
+--- one), state_lost (true when the cell ended the interpreter), interrupted; timings (`llmbox run
+--- --timings`: milliseconds per stage).
 function _M.result(r)
     local out = {
         exit_code = r.exit_code,
@@ -47,6 +48,7 @@ function _M.result(r)
         warnings = r.warnings and json.array(r.warnings) or nil,
         container = r.container, committed = r.committed, commit_error = r.commit_error,
         cell = r.cell, value = r.value and util.utf8_repair(r.value) or nil,
+        timings = r.timings,
     }
     if r.cell then
         out.state_lost, out.interrupted = r.state_lost == true, r.interrupted == true

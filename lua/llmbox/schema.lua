@@ -114,7 +114,12 @@ local function is_identifier(k)
     return type(k) == "string" and k:match("^[%a_][%w_]*$") ~= nil
 end
 
+-- A check runs first without paths (path == false: nothing to build for the thousands of values a
+-- policy has), and again with them only when it fails, so the error still names where.
 local function join(path, key)
+    if path == false then
+        return false
+    end
     if type(key) == "number" then
         return (path or "") .. "[" .. tostring(key) .. "]"
     end
@@ -129,7 +134,7 @@ end
 _M.join = join
 
 local function fail(path, msg)
-    if path == nil or path == "" then
+    if not path or path == "" then
         return nil, msg
     end
     return nil, path .. ": " .. msg
@@ -426,6 +431,19 @@ checkers["map"] = function(spec, v, path)
         return expected(spec, v, path)
     end
     local out = {}
+    if path == false then -- any order will do: a failure is checked again in order
+        for k, x in pairs(v) do
+            if type(k) ~= "string" or (spec.key and select(2, check(k, spec.key, false))) then
+                return nil, "invalid key"
+            end
+            local y, err = check(x, spec.of, false)
+            if err then
+                return nil, err
+            end
+            out[k] = y
+        end
+        return out
+    end
     for _, k in ipairs(sorted_keys(v)) do
         local kpath = join(path, k)
         if type(k) ~= "string" then
@@ -446,13 +464,27 @@ checkers["map"] = function(spec, v, path)
     return out
 end
 
+-- a record spec's field names in order, computed once per spec (specs are not edited once used)
+local field_order = setmetatable({}, { __mode = "k" })
+
 checkers["record"] = function(spec, v, path)
     if type(v) ~= "table" then
         return expected(spec, v, path)
     end
     local fields = spec.fields
-    local allowed = sorted_keys(fields)
-    for _, k in ipairs(sorted_keys(v)) do
+    local allowed = field_order[fields]
+    if not allowed then
+        allowed = sorted_keys(fields)
+        field_order[fields] = allowed
+    end
+    if path == false then
+        for k in pairs(v) do
+            if fields[k] == nil then
+                return nil, "unknown key"
+            end
+        end
+    end
+    for _, k in ipairs(path ~= false and sorted_keys(v) or {}) do
         if fields[k] == nil then
             local msg = "unknown key"
             local near = _M.suggest(k, allowed)
@@ -522,6 +554,10 @@ function _M.check(value, spec, path)
     end
     if path ~= nil and type(path) ~= "string" then
         error("schema.check: path must be a string or nil, got " .. type(path), 2)
+    end
+    local out, err = check(value, spec, false)
+    if err == nil then
+        return out
     end
     return check(value, spec, path)
 end

@@ -54,6 +54,31 @@ describe("llmbox CLI #unpriv", function()
         assert.is_false(j.truncated)
     end)
 
+    it("says where the time went with --timings", function()
+        local st, out, err = cli({ "run", "--timings", "-c", "print(1)" })
+        assert.equal(0, st)
+        assert.equal("1\n", out)
+        assert.matches("^llmbox: timings %(ms%): load [%d.]+, recipe [%d.]+, policy [%d.]+, admit [%d.]+, "
+            .. "open [%d.]+, run [%d.]+ %(program [%d.]+%), close [%d.]+, total [%d.]+\n$", err)
+        st, out = cli({ "run", "--timings", "--json", "-c", "print(2)" })
+        assert.equal(0, st)
+        local r = cjson.decode(out)
+        assert.equal("2\n", r.stdout)
+        local t, sum = r.timings, 0
+        for _, k in ipairs({ "load", "recipe", "policy", "admit", "open", "run", "close" }) do
+            assert.is_true(type(t[k]) == "number" and t[k] >= 0, k)
+            sum = sum + t[k]
+        end
+        -- the stages follow one another from main() on; the program is part of the run
+        assert.is_true(sum <= t.total + 0.01, "stages " .. sum .. " > total " .. t.total)
+        assert.is_true(t.program > 0 and t.program <= t.run, "program " .. t.program)
+        assert.equal(r.duration_ms, t.program)
+        assert.is_true(t.main_started_ms > 0)
+        -- without the flag, no timings
+        st, out = cli({ "run", "--json", "-c", "print(3)" })
+        assert.is_nil(cjson.decode(out).timings)
+    end)
+
     it("repairs invalid UTF-8 in --json output", function()
         local _, out = cli({ "run", "--json", "-c", "import sys; sys.stdout.buffer.write(b'a\\xffb')" })
         assert.equal("a\239\191\189b", cjson.decode(out).stdout)

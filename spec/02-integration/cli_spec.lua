@@ -76,6 +76,7 @@ describe("llmbox CLI #unpriv", function()
         assert.is_true(t.main_started_ms > 0)
         -- without the flag, no timings
         st, out = cli({ "run", "--json", "-c", "print(3)" })
+        assert.equal(0, st)
         assert.is_nil(cjson.decode(out).timings)
     end)
 

@@ -20,6 +20,31 @@ local function doctor_json(prefix)
 end
 
 describe("llmbox doctor #unpriv", function()
+    it("says whether moving runs into their cgroups waits for the kernel, and how to fix it", function()
+        local moves = require("llmbox.doctor").cgroup_moves
+        local ok, detail, at = moves("tmpfs /sys/fs/cgroup tmpfs rw 0 0\n"
+            .. "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n"
+            .. "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n")
+        assert.is_false(ok)
+        assert.matches("RCU grace period", detail)
+        assert.equal("/sys/fs/cgroup/unified", at)
+        ok, detail = moves("cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nsdelegate,favordynmods 0 0\n")
+        assert.is_true(ok)
+        assert.matches("favordynmods", detail)
+        assert.equal("/sys/fs/cgroup/memory",
+            select(3, moves("cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n")))
+        assert.is_true((moves("proc /proc proc rw 0 0\n")))
+        -- the report has it, as advice: doctor's verdict does not depend on it
+        local st, j, text = doctor_json()
+        assert.equal(0, st, text)
+        local found
+        for _, c in ipairs(j.checks) do
+            if c.name == "cgroup moves" then found = c end
+        end
+        assert.is_truthy(found, text)
+        assert.is_true(found.advice or found.ok, text)
+    end)
+
     it("opens a real jail, runs /bin/true in it and reports what happened, with timings", function()
         local st, j, text = doctor_json()
         assert.equal(0, st, text)

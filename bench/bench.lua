@@ -28,10 +28,10 @@ math.randomseed(12345) -- reproducible bootstrap intervals
 -- so that drift in the machine's load hits every row alike.
 local N = QUICK and {
     warmup = 2, rounds = 15, docker_rounds = 5, session = 30, copy_small = 10, copy_big = 3,
-    par_reps = 2, par_ms = 1500,
+    par_reps = 2, par_ms = 1500, cell = 6, host_runs = 2000,
 } or {
     warmup = 3, rounds = 60, docker_rounds = 20, session = 100, copy_small = 30, copy_big = 7,
-    par_reps = 5, par_ms = 2500,
+    par_reps = 5, par_ms = 2500, cell = 15, host_runs = 10000,
 }
 
 local function log(...)
@@ -159,6 +159,25 @@ local function cold_session(r, opts)
         part(r, "s:run's own duration_ms", res.duration_ms) part(r, "s:close()", ms - (t2 - t0)) end
 end
 
+-- `llmbox run --timings --json`: its stages (llmbox.run's, from main() on) and what the process
+-- spends before main() and after its last stage, on the same clock
+local function cli_parts(r)
+    local ms, out, code, _, t0, t1 = B.time_cmd({ LLMBOX_BIN, "run", "--timings", "--json", "-c", "print(1)" })
+    local ok, res = pcall(json.decode, out or "")
+    local t = ok and type(res) == "table" and res.timings
+    if not (ms and code == 0 and t and t.main_started_ms) then return end
+    part(r, "exec until main(): dynamic loader, libraries", t.main_started_ms - t0)
+    part(r, "load: llmbox's Lua modules", t.load)
+    part(r, "recipe", t.recipe)
+    part(r, "policy: load and check", t.policy)
+    part(r, "admit: the code checks", t.admit)
+    part(r, "open: the jail's namespaces and mounts", t.open)
+    part(r, "run, around the program: plan, files, supervision", t.run - t.program)
+    part(r, "the program: fork to exit (entering the jail, cgroups, seccomp, python3 itself)", t.program)
+    part(r, "close", t.close)
+    part(r, "exit: output, Lua state closed, reaped", t1 - (t.main_started_ms + t.total))
+end
+
 local latency_rows = {
     { row("bare", "bare python3 -c 'print(1)' (floor)", { short = "bare python3" }), function(r) time_process(r, { PY, "-c", "print(1)" }) end },
     { row("pooled", "llmbox pooled (fast path): lease + run", { short = "llmbox pooled" }), function(r)
@@ -179,7 +198,12 @@ local latency_rows = {
         cold_session(r, { lang = "python" })
     end },
     { row("cli", "llmbox CLI: llmbox run -c 'print(1)'", { short = "llmbox CLI run" }), function(r)
-        time_process(r, { LLMBOX_BIN, "run", "-c", "print(1)" })
+        local ms, out, code, rss = B.time_cmd({ LLMBOX_BIN, "run", "-c", "print(1)" })
+        record(r, ms, ms and code == 0 and out == "1\n", ms and fmt("exit %s, output %q", tostring(code), out) or out)
+        if ms and rss then r.rss_kib = math.max(r.rss_kib or 0, rss) end
+        -- the same run again with --timings --json: where its time goes (not a sample of the row)
+        quiesce()
+        cli_parts(r)
     end },
 }
 -- the same, from a root filesystem (issue 16): the container specs' Python image, unpacked into a
@@ -438,6 +462,62 @@ do
             if i > N.warmup then record(cell_pool, ms, res and res.exit_code == 0, res and res.stderr or rerr or lerr) end
         end
         ip:close()
+    end
+end
+
+-- 2c. the data-science cell (issue 19): numpy and matplotlib imported, a line plot saved; in a
+-- cold session, leased from a pool, and leased from a pool that preloads both modules. Round
+-- robin; a pool's refill is not the lease's time (as the pooled rows)
+local DS_CODE = [[
+import numpy as np
+import matplotlib.pyplot as plt
+x = np.linspace(0, 10, 200)
+plt.plot(x, np.sin(x))
+plt.savefig("line.png")
+]]
+log("bench: the data-science cell, cold and pooled (%d each)", N.cell)
+do
+    local ds = {
+        { row("ds_cold", "cold: session + cell + close", { section = "cell", short = "cell: cold" }) },
+        { row("ds_pooled", "pooled: lease + cell", { section = "cell", short = "cell: pooled" }), {} },
+        { row("ds_preload", "pooled, preload = { \"numpy\", \"matplotlib.pyplot\" }: lease + cell",
+            { section = "cell", short = "cell: pooled, preload" }), { "numpy", "matplotlib.pyplot" } },
+    }
+    for _, d in ipairs(ds) do
+        if d[2] then
+            local perr
+            d.pool, perr = llmbox.pool({ lang = "python", min = 1, max = 2, preload = d[2] })
+            if not d.pool then record(d[1], 0, false, perr) end
+        end
+    end
+    for i = 1, N.warmup + N.cell do
+        for _, d in ipairs(ds) do
+            local r, p = d[1], d.pool
+            if d[2] and not p then goto next end
+            if p then
+                p:maintain()
+                local t0 = now()
+                while p:stats().starting > 0 and now() - t0 < 20000 do B.sleep_ms(5) end
+                B.sleep_ms(150)
+            end
+            quiesce()
+            do
+                local t0 = now()
+                local s, serr = llmbox.session(p and { pool = p } or { lang = "python" })
+                local res, rerr
+                if s then res, rerr = s:run(DS_CODE) s:close() end
+                local ms = now() - t0
+                if i > N.warmup then
+                    record(r, ms, res and res.exit_code == 0 and #res.plots == 1 and (not p or res.warm),
+                        res and fmt("exit %s, %d plots, warm %s: %s", tostring(res.exit_code), #res.plots,
+                            tostring(res.warm), res.stderr) or rerr or serr)
+                end
+            end
+            ::next::
+        end
+    end
+    for _, d in ipairs(ds) do
+        if d.pool then d.pool:close() end
     end
 end
 
@@ -732,6 +812,18 @@ do
     mem.by_comm = by_comm
 end
 
+-- 6. a pool host's memory across many runs (issue 19)
+log("bench: a pool host making %d runs", N.host_runs)
+local host_mem
+do
+    local w = assert(B.spawn({ LLMBOX_BIN, "script", ROOT .. "/bench/worker.lua", "host", tostring(N.host_runs) },
+        { stderr_separate = true }))
+    local line = B.read_line(w)
+    B.wait(w)
+    local okj, m = pcall(json.decode, line or "")
+    if okj and type(m) == "table" and m.rss_kib then host_mem = m else log("bench: the pool host worker failed: %s", tostring(line)) end
+end
+
 local elapsed = (now() - t_start) / 1000
 
 -- ---------------------------------------------------------------- statistics
@@ -810,6 +902,51 @@ do
     goal("PSS per idle pooled sandbox", "<= 2 MiB",
         per and fmt("%.2f MiB", per / 1024) or "n/a", per ~= nil and per <= 2048,
         fmt("sum of Pss of the pool's processes / %d idle sandboxes", mem.idle))
+    -- issue 19's: the cold path against bwrap, runs in an open session, throughput, the
+    -- data-science cell, memory
+    local function ratio_goal(name, a, b, target, detail)
+        local ra, rb = by_id[a], by_id[b]
+        if not (ra and rb and ra.median and rb.median) then return end
+        local v, lo, hi = B.ratio_ci(ra.samples, rb.samples)
+        goal(name, fmt("<= %.1fx", target), fmt("%.2fx [%.2f, %.2f] (%.1f vs %.1f ms)", v, lo, hi, ra.median, rb.median),
+            v <= target, detail)
+    end
+    ratio_goal("CLI run against bwrap", "cli", "bwrap", 1.0, "median(llmbox run -c 'print(1)') / median(bwrap); "
+        .. "where the CLI's time goes: the latency section's parts")
+    ratio_goal("cold in-process session + run + close against bwrap", "cold", "bwrap", 0.9,
+        "median(llmbox.session + s:run + s:close) / median(bwrap)")
+    local dsr, dslo, dshi = diff_ci("session_run", "bare")
+    goal("a run in an open session, over bare python3", "<= +3 ms",
+        dsr and fmt("%+.1f ms [%+.1f, %+.1f] (%.1f vs %.1f ms)", dsr, dslo, dshi, by_id.session_run.median,
+            by_id.bare.median) or "n/a", dsr ~= nil and dsr <= 3, "median(s:run('print(1)')) - median(bare python3)")
+    local ex = by_id.session_exec
+    goal("exec true in an open session", "<= 2 ms", ex.median and fmt("%.2f ms [%.2f, %.2f]", ex.median, ex.lo, ex.hi)
+        or "n/a", ex.median ~= nil and ex.median <= 2, ex.label)
+    if best and bare_best then
+        local share = best.median / bare_best.median
+        goal("fresh-interpreter sandboxes/s against bare python3 processes", ">= 95%",
+            fmt("%.0f%% (%.0f vs %.0f runs/s)", share * 100, best.median, bare_best.median), share >= 0.95,
+            best.label .. " against " .. bare_best.label)
+    end
+    local dp = by_id.ds_preload
+    if dp then
+        goal("data-science cell, pooled with preload", "<= 60 ms", dp.median and fmt("%.1f ms [%.1f, %.1f]", dp.median,
+            dp.lo, dp.hi) or "n/a", dp.median ~= nil and dp.median <= 60, "lease + a cell importing numpy and "
+            .. "matplotlib and saving a line plot" .. (by_id.ds_pooled.median and fmt("; without preload %.0f ms, cold %.0f ms",
+            by_id.ds_pooled.median, by_id.ds_cold.median or 0) or ""))
+    end
+    if host_mem then
+        local r = host_mem.rss_kib
+        goal(fmt("a pool host: memory flat across %d runs", host_mem.runs), "second half grows <= 1 MiB",
+            fmt("RSS %.1f -> %.1f -> %.1f MiB, peak %.1f MiB", r[1] / 1024, r[2] / 1024, r[3] / 1024, host_mem.hwm_kib / 1024),
+            host_mem.failed == 0 and r[3] - r[2] <= 1024, fmt("%d failed; leases of a reused sandbox running true, %.0f s",
+                host_mem.failed, host_mem.seconds))
+    end
+    local cli = by_id.cli
+    if cli and cli.rss_kib then
+        goal("the CLI's peak RSS", "reported", fmt("%.1f MiB", cli.rss_kib / 1024), true,
+            "the largest ru_maxrss of the `llmbox run -c 'print(1)'` processes")
+    end
     -- the daemon's (issue 14)
     local sr = by_id.serve_run
     if sr then
@@ -906,6 +1043,7 @@ end
 local SECTIONS = {
     { "latency", "Fresh sandbox running Python print(1): latency (ms)" },
     { "session", "Inside an already-open session (ms)" },
+    { "cell", "A data-science cell: numpy and matplotlib imported, a line plot saved (ms)" },
     { "copy", "Copies (ms; MiB/s from the median)" },
     { "parallel", "Parallel fresh sandboxes, separate processes (throughput, runs/s, higher is better)" },
 }
@@ -967,7 +1105,7 @@ for _, sec in ipairs(SECTIONS) do
         out("")
         out("| row | part | median [95% CI] |")
         out("|---|---|---|")
-        for _, id in ipairs({ "pooled", "cold", "docker_driver", "podman_driver", "docker_pooled", "podman_pooled" }) do
+        for _, id in ipairs({ "pooled", "cold", "cli", "docker_driver", "podman_driver", "docker_pooled", "podman_pooled" }) do
             local r = by_id[id] or {}
             for _, name in ipairs(r.parts and r.parts.order or {}) do
                 local m, lo, hi = B.median_ci(r.parts[name])

@@ -19,6 +19,8 @@ for _, decl in ipairs({
     "long write(int fd, const void *buf, size_t n);",
     "int close(int fd);",
     "int waitpid(int pid, int *status, int options);",
+    -- struct rusage as longs: ru_utime and ru_stime (2 each), then ru_maxrss (KiB) at [4]
+    "int wait4(int pid, int *status, int options, long *rusage);",
     "int poll(void *fds, unsigned long nfds, int timeout);",
     "int getpid(void);",
     "int kill(int pid, int sig);",
@@ -125,21 +127,24 @@ end
 function _M.wait(p)
     if p.out_fd then C.close(p.out_fd) p.out_fd = nil end
     if p.in_fd then C.close(p.in_fd) p.in_fd = nil end
-    local st = ffi.new("int[1]")
-    C.waitpid(p.pid, st, 0)
+    local st, ru = ffi.new("int[1]"), ffi.new("long[18]")
+    C.wait4(p.pid, st, 0, ru)
+    p.maxrss_kib = tonumber(ru[4])
     local s = st[0]
     if bit.band(s, 0x7f) == 0 then return bit.rshift(bit.band(s, 0xff00), 8) end
     return 128 + bit.band(s, 0x7f)
 end
 
--- Runs argv to completion: elapsed ms (spawn to reaped), output (stdout + stderr), exit status.
+-- Runs argv to completion: elapsed ms (spawn to reaped), output (stdout + stderr), exit status,
+-- the process's peak RSS (KiB), and when it was spawned and reaped (now_ms).
 function _M.time_cmd(argv)
     local t0 = _M.now_ms()
     local p, err = _M.spawn(argv)
     if not p then return nil, err end
     local out = _M.read_all(p)
     local code = _M.wait(p)
-    return _M.now_ms() - t0, out, code
+    local t1 = _M.now_ms()
+    return t1 - t0, out, code, p.maxrss_kib, t0, t1
 end
 
 -- Output of a command (for versions in the host description), through the shell.
@@ -163,6 +168,12 @@ end
 _M.descendants = util.descendants
 
 -- Pss of one process in KiB (smaps_rollup), or nil if it is gone.
+-- A field of this process's /proc/self/status in KiB (VmRSS, VmHWM), or nil.
+function _M.status_kib(field)
+    local s = _M.read_file("/proc/self/status") or ""
+    return tonumber(s:match(field .. ":%s*(%d+) kB"))
+end
+
 function _M.pss_kib(pid)
     local s = _M.read_file("/proc/" .. pid .. "/smaps_rollup")
     if not s then return nil end

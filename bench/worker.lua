@@ -12,6 +12,11 @@
 --
 -- MODE mem N: a pool of N prewarmed sandboxes; once all are ready, prints one JSON line with the
 -- Pss of this process and of every process below it (the pool's sandboxes).
+--
+-- MODE host N: a pool host making N runs: leases of a pool of one sandbox, reused (warm = false,
+-- max_uses above N: each lease is emptied by maintain(), as the pool does), each running `true`;
+-- prints one JSON line with this process's RSS after 200 runs, after N/2 and after N, its peak
+-- (VmHWM) and how many runs failed.
 local dir = arg[0]:match("^(.*)/[^/]*$") or "."
 package.path = dir .. "/?.lua;" .. package.path
 local B = require "common"
@@ -56,6 +61,38 @@ if mode == "mem" then
         idle = st.idle, starting = st.starting, total = st.total,
         host_pss_kib = B.pss_kib(me), sandbox_pss_kib = total, processes = procs,
     }), "\n")
+    io.stdout:flush()
+    p:close()
+    return 0
+end
+
+if mode == "host" then
+    local p, err = llmbox.pool({ lang = "python", min = 1, max = 1, warm = false, max_uses = n + 1000 })
+    if not p then fail(tostring(err)) end
+    local failed = 0
+    local function lease()
+        local s, lerr = llmbox.session({ pool = p })
+        local r = s and s:exec({ "true" })
+        if s then s:close() end
+        p:maintain()
+        if not (r and r.exit_code == 0) then
+            failed = failed + 1
+            if failed <= 3 then io.stderr:write("bench worker (host): ", tostring(lerr or (r and r.stderr)), "\n") end
+        end
+    end
+    for _ = 1, 200 do lease() end
+    collectgarbage()
+    local t0 = now()
+    local rss = { B.status_kib("VmRSS") }
+    for i = 1, n do
+        lease()
+        if i == math.floor(n / 2) or i == n then
+            collectgarbage()
+            rss[#rss + 1] = B.status_kib("VmRSS")
+        end
+    end
+    io.stdout:write(json.encode({ runs = n, failed = failed, rss_kib = rss, hwm_kib = B.status_kib("VmHWM"),
+        seconds = (now() - t0) / 1000 }), "\n")
     io.stdout:flush()
     p:close()
     return 0

@@ -203,9 +203,9 @@ function _M.report()
         "run as root, or delegate a cgroup v2 subtree to this user and set LLMBOX_CGROUP to it")
 
     local f = io.open("/proc/mounts", "rb")
-    local fast, detail, at = _M.cgroup_moves(f and f:read("*a"))
+    local fast, moves, at = _M.cgroup_moves(f and f:read("*a"))
     if f then f:close() end
-    add("cgroup moves", "probe", fast, detail, at and ("as root: mount -o remount,favordynmods " .. at
+    add("cgroup moves", "probe", fast, moves, at and ("as root: mount -o remount,favordynmods " .. at
         .. " (Linux >= 6.0; host-wide: forks and exits take that lock's slower side instead; "
         .. "see README, \"Where the time goes\")"), true)
 

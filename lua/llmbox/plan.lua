@@ -217,16 +217,22 @@ function _M.run(policy, recipe, layout, code, opts, session_env)
     return run
 end
 
---- plan.warm(policy, recipe, layout, session_env [, program]) -> the spec of the recipe's
+--- plan.warm(policy, recipe, layout, session_env [, program [, preload]]) -> the spec of the recipe's
 --- prestarted program (recipe.warm, or `program`: recipe.interactive) with the environment and
 --- limits a cold run with no options would get, or nil when it has none
-function _M.warm(policy, recipe, layout, session_env, program)
+function _M.warm(policy, recipe, layout, session_env, program, preload)
     program = program or (recipe and recipe.warm)
     if not program then return nil end
     local env, err = _M.env(policy, recipe, layout, session_env, run_env(recipe, layout, {}))
     if not env then return nil, err end
+    local argv = recipes.argv(recipe, layout.code .. "/" .. recipe.file, nil, program.run, layout)
+    if preload and #preload > 0 then
+        if not program.preload then return nil, format("recipe %q cannot preload modules", recipe.name) end
+        for _, a in ipairs(program.preload.args) do argv[#argv + 1] = a end
+        for _, m in ipairs(preload) do argv[#argv + 1] = m end
+    end
     return {
-        argv = recipes.argv(recipe, layout.code .. "/" .. recipe.file, nil, program.run, layout),
+        argv = argv,
         env = env,
         cwd = layout.workspace,
         limits = assert(_M.limits(policy, {})),

@@ -77,6 +77,14 @@ _M.schema = {
         prewarm = { type = "boolean", default = true },
         -- start the recipe's warm program in each ready sandbox (when it has one)
         warm = { type = "boolean", default = true },
+        -- modules the warm program imports before it waits (Python: "numpy", "matplotlib.pyplot"),
+        -- so that a lease's code finds them imported; checked once when the pool is made
+        preload = { type = "array", default = {}, of = { type = "string", pattern = "^[%a_][%w_.]*$",
+            pattern_desc = 'a module name such as "numpy" or "matplotlib.pyplot"',
+            finish = function(m)
+                if m:find("..", 1, true) or m:sub(-1) == "." then return nil, "not a module name" end
+                return m
+            end } },
         libraries = { type = "array", of = "string", default = {} },
         hooks = { type = "record", fields = {
             -- target(ctx) -> how many ready sandboxes to keep now (clamped to min..max);
@@ -126,6 +134,40 @@ function _M.load_policy(what, overrides)
     end
     settings.name = what
     return settings
+end
+
+-- preload: only where a warm program runs the leases' code, and every module imported once,
+-- cold, in a sandbox of its own (closed after), so a misspelt name fails here and not silently
+-- in every prestarted interpreter
+local function check_preload(settings, recipe, driver, policy, spec, opts)
+    local names = table.concat(settings.preload, ", ")
+    if opts.interactive then
+        return nil, "pool: preload is for pools whose warm program runs each lease's code; interactive "
+            .. "pools do not preload (leave preload out, or import in the first cell)"
+    end
+    if not settings.warm then return nil, "pool: preload needs warm = true (it loads modules into the warm program)" end
+    if not (recipe.warm and recipe.warm.preload) then
+        return nil, format("pool: recipe %q cannot preload modules (%s)", recipe.name, names)
+    end
+    local handle, err = driver.open(spec)
+    if not handle then return nil, "pool: checking preload: " .. tostring(err) end
+    if not handle.prestart then
+        handle:close()
+        return nil, format("pool: backend %q starts no warm programs, so it cannot preload (%s)", driver.name, names)
+    end
+    local s = session.wrap(driver, policy, recipe, handle, opts.env)
+    local argv = {}
+    for _, a in ipairs(recipe.warm.preload.check) do argv[#argv + 1] = a end
+    for _, m in ipairs(settings.preload) do argv[#argv + 1] = m end
+    local r, rerr = s:exec(argv)
+    s:close()
+    if not r then return nil, "pool: checking preload: " .. tostring(rerr) end
+    if r.exit_code ~= 0 or r.limit then
+        local last = (r.stderr or ""):gsub("%s+$", ""):match("([^\n]*)$")
+        return nil, format("pool: preload: importing %s in a sandbox failed (exit %d): %s", names, r.exit_code,
+            last ~= "" and last or (r.limit and ("the " .. r.limit .. " limit was reached") or "no message"))
+    end
+    return true
 end
 
 --- llmbox.pool{ lang =, backend = "native", policy = "default", pool_policy = "default", ...settings }
@@ -180,6 +222,10 @@ function _M.new(opts)
     spec, err = session.sandbox_spec(driver, sec, recipe, { image = opts.image, pull = opts.pull,
         runtime = opts.runtime })
     if not spec then return nil, err end
+    if #settings.preload > 0 then
+        local ok, perr = check_preload(settings, recipe, driver, sec, spec, opts)
+        if not ok then return nil, perr end
+    end
     local self = setmetatable({
         settings = settings, recipe = recipe, driver = driver, policy = sec, env = opts.env,
         spec = spec, interactive = opts.interactive or nil,
@@ -243,7 +289,7 @@ function Pool:_ready(slot)
         local ok, err = s:prestart_interactive()
         if not ok then return nil, "pool: starting the interactive interpreter: " .. tostring(err) end
     elseif self.settings.warm then
-        local ok, err = s:prestart()
+        local ok, err = s:prestart(self.settings.preload)
         if ok == nil then return nil, "pool: starting the warm program: " .. tostring(err) end
     end
     return true

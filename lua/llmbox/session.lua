@@ -319,14 +319,15 @@ function Session:_take_warm(recipe, run, opts)
     return nil
 end
 
---- s:prestart() -> true | false (the recipe or the backend has no warm start) | nil, err
+--- s:prestart([preload]) -> true | false (the recipe or the backend has no warm start) | nil, err
+--- (preload: module names the warm program imports before it waits; pools' `preload`)
 --- Starts the recipe's warm program in this sandbox, for its next run (pools call it on sandboxes
 --- nobody has used yet).
-function Session:prestart()
+function Session:prestart(preload)
     local recipe = self.recipe
     if not (recipe and recipe.warm and self.handle and self.handle.prestart) then return false end
     if self._warm then return true end
-    local spec, err = plan.warm(self.policy, recipe, self.layout, self.env)
+    local spec, err = plan.warm(self.policy, recipe, self.layout, self.env, nil, preload)
     if not spec then return nil, err end
     local pending
     pending, err = self.handle:prestart(spec)

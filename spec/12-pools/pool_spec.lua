@@ -272,6 +272,71 @@ local function assert_no_leftovers(b)
     if not CONTAINER then assert.equal("['1', '2']", b.PROCS) end
 end
 
+describe("pool preload #conformance #unpriv", function()
+    local p, cold
+    setup(function()
+        p = assert(llmbox.pool({ lang = "python", min = 1, max = 2, preload = { "numpy", "json" } }))
+        cold = assert(llmbox.session({ lang = "python" }))
+    end)
+    teardown(function()
+        if p then p:close() end
+        if cold then cold:close() end
+    end)
+
+    it("a lease's code finds the modules imported, and otherwise sees what a cold run sees", function()
+        wait_ready(p)
+        local probe = "import sys\nprint('numpy' in sys.modules, 'json' in sys.modules)"
+        local w = lease_run(p, probe)
+        assert.is_true(w.warm)
+        assert.equal("True True\n", w.stdout, w.stderr)
+        assert.equal("False False\n", assert(cold:run(probe)).stdout)
+        for _, case in ipairs({
+            { "import numpy as np\nprint(np.arange(5).sum(), np.linspace(0, 1, 3))" },
+            { "import sys, os\nprint(sys.argv, __name__, sys.path[0], os.getcwd())", { args = { "x", "y z" } } },
+            { "import os\nprint(sorted(os.environ))" },
+            { "import numpy\nraise ValueError('boom')" },
+        }) do
+            wait_ready(p)
+            w = lease_run(p, case[1], case[2])
+            local c = assert(cold:run(case[1], case[2]))
+            assert.is_true(w.warm)
+            assert.equal(c.exit_code, w.exit_code)
+            assert.equal(c.stdout, w.stdout)
+            assert.equal(c.stderr, w.stderr)
+        end
+    end)
+
+    it("each prestarted interpreter imported them itself: numpy's random state differs", function()
+        local seen = {}
+        for _ = 1, 3 do
+            wait_ready(p)
+            local r = lease_run(p, "import numpy as np\nprint(np.random.randint(0, 2**62))")
+            assert.is_true(r.warm)
+            assert.is_nil(seen[r.stdout], "two leases drew the same number: " .. r.stdout)
+            seen[r.stdout] = true
+        end
+    end)
+
+    it("refuses a module that does not import, an interactive pool and a pool without warm starts", function()
+        local bad, err = llmbox.pool({ lang = "python", min = 1, max = 1, preload = { "numpy", "nmpy_misspelt" } })
+        assert.is_nil(bad)
+        assert.matches("preload: importing numpy, nmpy_misspelt in a sandbox failed %(exit 1%): "
+            .. "ModuleNotFoundError: No module named 'nmpy_misspelt'", err)
+        bad, err = llmbox.pool({ lang = "python", min = 1, max = 1, preload = { "json" }, warm = false })
+        assert.is_nil(bad)
+        assert.matches("preload needs warm = true", err)
+        bad, err = llmbox.pool({ lang = "python", min = 1, max = 1, preload = { "json" }, interactive = true })
+        assert.is_nil(bad)
+        assert.matches("interactive pools do not preload", err)
+        bad, err = llmbox.pool({ lang = "shell", min = 1, max = 1, preload = { "json" } })
+        assert.is_nil(bad)
+        assert.matches('recipe "shell" cannot preload', err)
+        bad, err = llmbox.pool({ lang = "python", min = 1, max = 1, preload = { "os..path" } })
+        assert.is_nil(bad)
+        assert.matches("preload%[1%]: not a module name", err)
+    end)
+end)
+
 describe("pool isolation between leases #conformance #unpriv", function()
     it("two consecutive single-use leases share no files, processes, namespaces or memory", function()
         -- min = 2: both jails exist at once, so their namespace ids cannot be recycled ones

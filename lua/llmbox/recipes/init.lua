@@ -22,6 +22,17 @@ local hook_file = { type = "record", fields = {
 local program_spec = { type = "record", fields = {
     run = { type = "array", of = "string" },
     files = { type = "array", default = {}, of = hook_file },
+    -- a warm program that can import modules before it waits (pools' `preload`): `args` go
+    -- after its argv, then the module names; `check` (argv, then the names) imports them once,
+    -- in a sandbox of its own, when a pool is made, so a misspelt name is an error there
+    preload = { type = "record", fields = {
+        args = { type = "array", of = "string", default = {} },
+        check = { type = "array", of = "string", default = {} },
+    }, finish = function(p)
+        if #p.check > 0 then return p end
+        if #p.args > 0 then return nil, "args given without check" end
+        return false
+    end },
 }, finish = function(w)
     if w.run then return w end
     if #w.files > 0 then return nil, "files given without run" end

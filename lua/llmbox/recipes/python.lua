@@ -28,6 +28,10 @@ return {
     warm = {
         run = { "/usr/bin/python3", "-u", "{code}/hooks/llmbox_warm.py" },
         files = { { src = "llmbox_warm.py", dst = "{code}/hooks/llmbox_warm.py" } },
+        preload = {
+            args = { "--preload" },
+            check = { "/usr/bin/python3", "-c", "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)" },
+        },
     },
     -- interactive sessions: one interpreter that runs each cell in the namespace of the last
     interactive = {

@@ -137,14 +137,16 @@ run_later() { # index
 	echo "== finished: $(head -n 1 "$dir.log" | sed 's/^== //')"
 }
 
+# A queue: each worker takes the next run nobody has taken (mkdir is the lock) when it is free,
+# so a long run (list it first: kubernetes on the stand-in) does not hold up the ones after it.
 jobs=${LLMBOX_SPEC_JOBS:-2}
 k=1 workers=
 while [ "$k" -le "$jobs" ] && [ "$k" -le "$n_later" ]; do
 	(
-		i=$k
+		i=1
 		while [ "$i" -le "$n_later" ]; do
-			run_later "$i"
-			i=$((i + jobs))
+			mkdir "$later/$i.taken" 2>/dev/null && run_later "$i"
+			i=$((i + 1))
 		done
 	) &
 	workers="$workers $!"

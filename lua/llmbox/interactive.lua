@@ -43,10 +43,11 @@ function _M.check(driver, recipe)
     return true
 end
 
---- interactive.prestart(session) -> kernel | nil, err: the session's interpreter, started (not
---- waited for: pools start it ahead of the first cell)
-function _M.prestart(s)
-    local spec, err = plan.warm(s.policy, s.recipe, s.layout, s.env, s.recipe.interactive)
+--- interactive.prestart(session [, preload]) -> kernel | nil, err: the session's interpreter,
+--- started (not waited for: pools start it ahead of the first cell); preload: module names it
+--- imports before it is ready (interactive pools' `preload`)
+function _M.prestart(s, preload)
+    local spec, err = plan.warm(s.policy, s.recipe, s.layout, s.env, s.recipe.interactive, preload)
     if not spec then return nil, err end
     local pending
     pending, err = s.handle:prestart(spec, "interactive")

@@ -136,17 +136,16 @@ function _M.load_policy(what, overrides)
     return settings
 end
 
--- preload: only where a warm program runs the leases' code, and every module imported once,
--- cold, in a sandbox of its own (closed after), so a misspelt name fails here and not silently
--- in every prestarted interpreter
+-- preload: only where a prestarted interpreter runs the leases' code (the warm program, or an
+-- interactive pool's), and every module imported once, cold, in a sandbox of its own (closed
+-- after), so a misspelt name fails here and not silently in every prestarted interpreter
 local function check_preload(settings, recipe, driver, policy, spec, opts)
     local names = table.concat(settings.preload, ", ")
-    if opts.interactive then
-        return nil, "pool: preload is for pools whose warm program runs each lease's code; interactive "
-            .. "pools do not preload (leave preload out, or import in the first cell)"
+    local program = opts.interactive and recipe.interactive or recipe.warm
+    if not opts.interactive and not settings.warm then
+        return nil, "pool: preload needs warm = true (it loads modules into the warm program)"
     end
-    if not settings.warm then return nil, "pool: preload needs warm = true (it loads modules into the warm program)" end
-    if not (recipe.warm and recipe.warm.preload) then
+    if not (program and program.preload) then
         return nil, format("pool: recipe %q cannot preload modules (%s)", recipe.name, names)
     end
     local handle, err = driver.open(spec)
@@ -157,7 +156,7 @@ local function check_preload(settings, recipe, driver, policy, spec, opts)
     end
     local s = session.wrap(driver, policy, recipe, handle, opts.env)
     local argv = {}
-    for _, a in ipairs(recipe.warm.preload.check) do argv[#argv + 1] = a end
+    for _, a in ipairs(program.preload.check) do argv[#argv + 1] = a end
     for _, m in ipairs(settings.preload) do argv[#argv + 1] = m end
     local r, rerr = s:exec(argv)
     s:close()
@@ -286,7 +285,7 @@ function Pool:_ready(slot)
     end
     if self.interactive then
         -- an interactive pool's sandboxes hold their interpreter, started and waiting for cells
-        local ok, err = s:prestart_interactive()
+        local ok, err = s:prestart_interactive(self.settings.preload)
         if not ok then return nil, "pool: starting the interactive interpreter: " .. tostring(err) end
     elseif self.settings.warm then
         local ok, err = s:prestart(self.settings.preload)

@@ -348,11 +348,11 @@ function Session:healthy()
     return self:warm_state() ~= "dead"
 end
 
---- s:prestart_interactive() -> true | nil, err: starts an interactive session's interpreter ahead
---- of its first cell, without waiting for it (interactive pools)
-function Session:prestart_interactive()
+--- s:prestart_interactive([preload]) -> true | nil, err: starts an interactive session's interpreter
+--- ahead of its first cell, without waiting for it (interactive pools; preload: module names)
+function Session:prestart_interactive(preload)
     if self._kernel then return true end
-    local k, err = interactive.prestart(self)
+    local k, err = interactive.prestart(self, preload)
     if not k then return nil, err end
     self._kernel = k
     return true

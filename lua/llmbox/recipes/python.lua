@@ -37,6 +37,10 @@ return {
     interactive = {
         run = { "/usr/bin/python3", "-u", "{code}/hooks/llmbox_kernel.py" },
         files = { { src = "llmbox_kernel.py", dst = "{code}/hooks/llmbox_kernel.py" } },
+        preload = {
+            args = { "--preload" },
+            check = { "/usr/bin/python3", "-c", "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)" },
+        },
     },
     -- Debian keeps matplotlib's default matplotlibrc, and fontconfig its setup, in /etc
     mounts = { "/etc/matplotlibrc", "/etc/fonts" },

@@ -23,9 +23,11 @@ HARDEN  := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIC
 VISIBILITY := -fvisibility=hidden
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2
 DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-# libcrypto: core.sha256 (what a kept container's settings are recorded as)
-# http-parser (llmbox serve's requests) ships no pkg-config file
-DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap libarchive libcrypto 2>/dev/null) -lhttp_parser
+# libarchive (copies, images) and libcrypto (core.sha256: what a kept container's settings are
+# recorded as) are loaded when first needed (runtime/lazy.c): not linked, as every process would
+# load them (~2.5 ms with libxml2 and ICU). http-parser (llmbox serve's requests) ships no
+# pkg-config file.
+DEP_LIBS   = $(shell $(PKG_CONFIG) --libs libseccomp libcap 2>/dev/null) -lhttp_parser
 # OpenSSL (libcurl's TLS here): http.c ends an exec's stdin on a TLS stream with close_notify
 CURL_LIBS  = $(shell $(PKG_CONFIG) --libs libcurl openssl 2>/dev/null)
 WS_LIBS    = $(shell $(PKG_CONFIG) --libs libwebsockets 2>/dev/null)
@@ -35,7 +37,7 @@ ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
 
 CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtime/jail.c \
             runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/spawn.c runtime/supervise.c runtime/verdict.c runtime/cell.c \
-            runtime/transfer.c runtime/layer.c runtime/probe.c runtime/egress.c runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c \
+            runtime/transfer.c runtime/layer.c runtime/lazy.c runtime/probe.c runtime/egress.c runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c \
             backends/native.c backends/wrapped.c
 # llmbox.http_core: the engine drivers' HTTP client, a module of its own (libcurl takes ~14 ms to
 # load: `llmbox run` and llmbox.core never pay it).
@@ -45,7 +47,7 @@ WS_SRC := runtime/ws.c runtime/lua_ws.c runtime/lua_util.c runtime/util.c
 CORE_OBJ := $(CORE_SRC:%.c=build/obj/%.o)
 HTTP_OBJ := $(HTTP_SRC:%.c=build/obj/%.o)
 WS_OBJ   := $(WS_SRC:%.c=build/obj/%.o)
-HEADERS  := runtime/llmbox.h runtime/internal.h runtime/run.h runtime/supervision.h backends/backend.h
+HEADERS  := runtime/llmbox.h runtime/internal.h runtime/run.h runtime/supervision.h runtime/lazy.h backends/backend.h
 
 BIN    := build/bin/llmbox
 MODULE := build/lib/llmbox/core.so

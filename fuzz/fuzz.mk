@@ -48,6 +48,10 @@ fuzz_extra_lua_core   := runtime/lua_core.c runtime/lua_util.c runtime/lua_httpp
 fuzz_libs_lua_core     = $(LUA_LIBS)
 fuzz_extra_http       := runtime/lua_httpparse.c
 fuzz_libs_http         = $(LUA_LIBS)
+# the harnesses build their own archives with libarchive linked in (the code under test loads it
+# itself, runtime/lazy.c; fuzz_tar includes transfer.c, so most of its calls go through that table)
+fuzz_libs_tar          = $(shell $(PKG_CONFIG) --libs libarchive 2>/dev/null)
+fuzz_libs_layer        = $(shell $(PKG_CONFIG) --libs libarchive 2>/dev/null)
 fuzz_flags_report     := -max_len=8192
 fuzz_flags_cell       := -max_len=4096
 fuzz_objs = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,\

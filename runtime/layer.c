@@ -12,8 +12,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <archive.h>
-#include <archive_entry.h>
+#include "lazy.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -245,6 +244,8 @@ static int apply_entry(struct archive *a, struct archive_entry *e, int root_fd, 
 int lb_layer_apply(int in_fd, int root_fd, uint64_t max_bytes, uint64_t *total, char *skipped,
 		   size_t skipped_len, lb_error *err)
 {
+	if (lb_lazy_archive(err) < 0)
+		return -1;
 	struct archive *a = archive_read_new();
 	if (!a)
 		return lb_fail(err, ENOMEM, "out of memory");

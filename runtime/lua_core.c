@@ -66,12 +66,12 @@
 #define _GNU_SOURCE
 #include "../backends/backend.h"
 #include "internal.h"
+#include "lazy.h"
 
 #include <dirent.h>
 #include <poll.h>
 #include <fcntl.h>
 #include <lauxlib.h>
-#include <openssl/evp.h>
 #include <lua.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -1258,6 +1258,12 @@ static int l_layer_apply(lua_State *L)
 static int l_sha256_file(lua_State *L)
 {
 	const char *path = luaL_checkstring(L, 1);
+	lb_error err;
+	if (lb_lazy_crypto(&err) < 0) {
+		lua_pushnil(L);
+		lua_pushstring(L, err.msg);
+		return 2;
+	}
 	_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	EVP_MD_CTX *ctx = fd >= 0 ? EVP_MD_CTX_new() : NULL;
 	if (!ctx) {
@@ -1388,6 +1394,9 @@ static int l_sha256(lua_State *L)
 	const char *data = luaL_checklstring(L, 1, &len);
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int n = 0;
+	lb_error err;
+	if (lb_lazy_crypto(&err) < 0)
+		return luaL_error(L, "core.sha256: %s", err.msg);
 	if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1)
 		return luaL_error(L, "core.sha256: OpenSSL's digest failed");
 	return push_hex(L, md, n);

@@ -16,8 +16,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <archive.h>
-#include <archive_entry.h>
+#include "lazy.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -527,7 +526,7 @@ int lb_copy_in(lb_jail *j, const char *host_path, const char *jail_path, unsigne
 	       char *skipped, size_t skipped_len, lb_error *err)
 {
 	const char *base = NULL, *rel = NULL;
-	if (jail_relative(jail_path, false, &base, &rel, err) < 0)
+	if (lb_lazy_archive(err) < 0 || jail_relative(jail_path, false, &base, &rel, err) < 0)
 		return -1;
 	struct stat st;
 	_cleanup_fd_ int src = open_source(host_path, &st, err);
@@ -723,6 +722,8 @@ int lb_copy_out(lb_jail *j, const char *jail_path, const char *host_path, uint64
 		char *skipped, size_t skipped_len, lb_error *err)
 {
 	struct host_side host = {.host_path = host_path};
+	if (lb_lazy_archive(err) < 0)
+		return -1;
 	return send_out(j, jail_path, &host, max_bytes, skipped, skipped_len, err);
 }
 
@@ -730,11 +731,15 @@ int lb_collect(lb_jail *j, const char *jail_path, uint64_t max_bytes, lb_entry_f
 	       lb_error *err)
 {
 	struct host_side host = {.fn = fn, .ud = ud};
+	if (lb_lazy_archive(err) < 0)
+		return -1;
 	return send_out(j, jail_path, &host, max_bytes, NULL, 0, err);
 }
 
 int lb_tar_entries(int in_fd, uint64_t max_bytes, lb_entry_fn fn, void *ud, lb_error *err)
 {
+	if (lb_lazy_archive(err) < 0)
+		return -1;
 	return receive_entries(in_fd, NULL, max_bytes, fn, ud, err);
 }
 
@@ -786,6 +791,8 @@ int lb_tar_pack(const lb_file *files, size_t n, uid_t uid, gid_t gid, char **out
 {
 	*out = NULL;
 	*len = 0;
+	if (lb_lazy_archive(err) < 0)
+		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (!files[i].path || !plain_absolute(files[i].path))
 			return lb_fail(
@@ -844,6 +851,8 @@ int lb_tar_extract(int in_fd, const char *host_path, uint64_t max_bytes, char *s
 {
 	if (skipped && skipped_len)
 		skipped[0] = '\0';
+	if (lb_lazy_archive(err) < 0)
+		return -1;
 	return host_receive(in_fd, NULL, host_path, max_bytes, skipped, skipped_len, err);
 }
 
@@ -852,6 +861,8 @@ int lb_tar_host(const char *host_path, const char *root, char **out, size_t *len
 {
 	*out = NULL;
 	*len = 0;
+	if (lb_lazy_archive(err) < 0)
+		return -1;
 	/* one plain name, or "." (a build context: entries "./Dockerfile", ...) */
 	if (root && (!*root || strchr(root, '/') || strcmp(root, "..") == 0))
 		return lb_fail(err, EINVAL, "tar_host: the root must be one plain name or \".\"");

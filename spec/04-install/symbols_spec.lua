@@ -32,13 +32,24 @@ describe("exported symbols #unpriv", function()
         assert.same({ "luaopen_llmbox_ws_core" }, exported(helpers.root .. "/build/lib/llmbox/ws_core.so"))
     end)
 
-    it("neither the binary nor llmbox.core loads libcurl (its start-up cost is for its users)", function()
+    it("neither the binary nor llmbox.core loads libcurl, libarchive or libcrypto at start", function()
+        -- (their start-up cost is for their users: libarchive and libcrypto are loaded by the
+        -- first copy, archive or digest, runtime/lazy.c; the specs of those use them)
         for _, file in ipairs({ helpers.bin, helpers.root .. "/build/lib/llmbox/core.so" }) do
             local p = assert(io.popen("ldd " .. q(file)))
             local libs = p:read("*a")
             p:close()
-            assert.is_nil(libs:find("libcurl", 1, true), file .. " links libcurl")
+            for _, lib in ipairs({ "libcurl", "libarchive", "libcrypto" }) do
+                assert.is_nil(libs:find(lib, 1, true), file .. " links " .. lib)
+            end
         end
+        -- and a digest still works, through the library loaded then
+        local out = assert(io.popen(q(helpers.bin) .. [[ script /dev/stdin <<'EOF'
+io.write(require("llmbox.core").sha256("abc"))
+EOF]]))
+        local text = out:read("*a")
+        out:close()
+        assert.equal("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", text)
     end)
 
     it("the llmbox binary exports none of the core's internals", function()

@@ -9,58 +9,53 @@
 
 struct lb_lazy_api lb_lazy;
 
-/* dlopen's handle for the first of `names` that loads, or NULL with the last error in err */
-static void *open_one(const char *const *names, const char *what, lb_error *err)
-{
-	const char *why = "not found";
-	for (; *names; names++) {
-		void *h = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
-		if (h)
-			return h;
-		why = dlerror();
-	}
-	lb_fail(err, ENOENT, "cannot load %s: %s", what, why);
-	return NULL;
-}
+#define LB_LAZY_NAME(f) #f,
+#define LB_LAZY_SLOT(f) (void **)&lb_lazy.p_##f,
 
-static int find(void *h, const char *name, void **slot, const char *what, lb_error *err)
+struct lib {
+	bool loaded;
+	const char *const *sonames; /* tried in order */
+	const char *what;	    /* in errors: the library, what needs it, how to get it */
+	const char *const *symbols;
+	void **const *slots;
+	size_t n;
+};
+
+static int load(struct lib *l, lb_error *err)
 {
-	*slot = dlsym(h, name);
-	if (!*slot)
-		return lb_fail(err, ENOENT, "%s has no %s", what, name);
+	if (l->loaded)
+		return 0;
+	void *h = NULL;
+	const char *why = "not found";
+	for (const char *const *s = l->sonames; *s && !h; s++)
+		if (!(h = dlopen(*s, RTLD_NOW | RTLD_LOCAL)))
+			why = dlerror();
+	if (!h)
+		return lb_fail(err, ENOENT, "cannot load %s: %s", l->what, why);
+	for (size_t i = 0; i < l->n; i++)
+		if (!(*l->slots[i] = dlsym(h, l->symbols[i])))
+			return lb_fail(err, ENOENT, "%s has no %s", l->what, l->symbols[i]);
+	l->loaded = true;
 	return 0;
 }
 
 int lb_lazy_archive(lb_error *err)
 {
-	static bool loaded;
-	if (loaded)
-		return 0;
-	static const char *const names[] = {"libarchive.so.13", "libarchive.so", NULL};
-	const char *what = "libarchive (copies and images need it: install libarchive13)";
-	void *h = open_one(names, what, err);
-	if (!h)
-		return -1;
-#define LB_LAZY_FIND(f)                                                                            \
-	if (find(h, #f, (void **)&lb_lazy.p_##f, what, err) < 0)                                   \
-		return -1;
-	LB_ARCHIVE_FUNCS(LB_LAZY_FIND)
-	loaded = true;
-	return 0;
+	static const char *const sonames[] = {"libarchive.so.13", "libarchive.so", NULL};
+	static const char *const symbols[] = {LB_ARCHIVE_FUNCS(LB_LAZY_NAME)};
+	static void **const slots[] = {LB_ARCHIVE_FUNCS(LB_LAZY_SLOT)};
+	static struct lib l = {
+		false,	 sonames, "libarchive (copies and images need it: install libarchive13)",
+		symbols, slots,	  sizeof symbols / sizeof *symbols};
+	return load(&l, err);
 }
 
 int lb_lazy_crypto(lb_error *err)
 {
-	static bool loaded;
-	if (loaded)
-		return 0;
-	static const char *const names[] = {"libcrypto.so.3", "libcrypto.so", NULL};
-	const char *what = "libcrypto (SHA-256 needs it: install libssl3)";
-	void *h = open_one(names, what, err);
-	if (!h)
-		return -1;
-	LB_CRYPTO_FUNCS(LB_LAZY_FIND)
-#undef LB_LAZY_FIND
-	loaded = true;
-	return 0;
+	static const char *const sonames[] = {"libcrypto.so.3", "libcrypto.so", NULL};
+	static const char *const symbols[] = {LB_CRYPTO_FUNCS(LB_LAZY_NAME)};
+	static void **const slots[] = {LB_CRYPTO_FUNCS(LB_LAZY_SLOT)};
+	static struct lib l = {false,	sonames, "libcrypto (SHA-256 needs it: install libssl3)",
+			       symbols, slots,	 sizeof symbols / sizeof *symbols};
+	return load(&l, err);
 }

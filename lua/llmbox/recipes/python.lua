@@ -27,7 +27,8 @@ return {
     -- pools start the interpreter ahead of time; it then runs the code as `run` would
     warm = {
         run = { "/usr/bin/python3", "-u", "{code}/hooks/llmbox_warm.py" },
-        files = { { src = "llmbox_warm.py", dst = "{code}/hooks/llmbox_warm.py" } },
+        files = { { src = "llmbox_warm.py", dst = "{code}/hooks/llmbox_warm.py" },
+            { src = "llmbox_preload.py", dst = "{code}/hooks/llmbox_preload.py" } },
         preload = {
             args = { "--preload" },
             check = { "/usr/bin/python3", "-c", "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)" },
@@ -36,7 +37,8 @@ return {
     -- interactive sessions: one interpreter that runs each cell in the namespace of the last
     interactive = {
         run = { "/usr/bin/python3", "-u", "{code}/hooks/llmbox_kernel.py" },
-        files = { { src = "llmbox_kernel.py", dst = "{code}/hooks/llmbox_kernel.py" } },
+        files = { { src = "llmbox_kernel.py", dst = "{code}/hooks/llmbox_kernel.py" },
+            { src = "llmbox_preload.py", dst = "{code}/hooks/llmbox_preload.py" } },
         preload = {
             args = { "--preload" },
             check = { "/usr/bin/python3", "-c", "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)" },

@@ -204,22 +204,10 @@ def _run_cell(ns, number, code):
     return status, value
 
 
-def _preload():
-    # an interactive pool's `preload`: modules imported before the interpreter is ready (a cell
-    # still imports them into its namespace, at no cost); one that fails is left to the cell's
-    # own import, which fails the same way (the pool checked them when it was made)
-    names = sys.argv[2:] if sys.argv[1:2] == ["--preload"] else []
-    if names:
-        import importlib
-        for name in names:
-            try:
-                importlib.import_module(name)
-            except Exception:
-                pass
-
-
 def main():
-    _preload()
+    from llmbox_preload import preload  # an interactive pool's (a cell still imports, at no cost)
+
+    preload()
     signal.signal(signal.SIGINT, _on_sigint)
     channel = _Channel(_ctl_fd())
     threading.Thread(target=channel.reader, daemon=True).start()

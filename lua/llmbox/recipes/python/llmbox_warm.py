@@ -18,23 +18,10 @@ _LLMBOX_PROBE = os.environ.get("LLMBOX_PLOTS_DIR")
 _LLMBOX_CTL = []
 
 
-def _llmbox_preload():
-    # A pool's `preload`: modules imported before the program is ready, as if its first lines
-    # imported them. One that fails is left for the program's own import to fail the same way
-    # (the pool checked them all when it was made). The arguments go, as a cold start has none.
-    names = sys.argv[2:] if sys.argv[1:2] == ["--preload"] else []
-    del sys.argv[1:]
-    if names:
-        import importlib
-        for name in names:
-            try:
-                importlib.import_module(name)
-            except Exception:
-                pass
-
-
 def _llmbox_request():
-    _llmbox_preload()
+    from llmbox_preload import preload  # a pool's `preload`, as if the program's first lines
+
+    preload()
     try:
         os.write(3, b"R")
     except OSError:

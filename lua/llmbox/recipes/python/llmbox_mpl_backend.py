@@ -30,9 +30,10 @@ _KEPT = ("dpi", "facecolor", "edgecolor", "orientation", "bbox_inches", "pad_inc
          "bbox_extra_artists")
 
 
-def _capture(figure, options=None, replace=False):
+def _capture(figure, options=None, replace=False, written=None):
     """Writes `figure` as a plot. Names sort in creation order across plotting libraries; with
-    `replace`, the figure's previous plot is rewritten in its place."""
+    `replace`, the figure's previous plot is rewritten in its place. `written`: a file savefig
+    just wrote with these options, in this format: copied instead of drawing the figure again."""
     global _saving
     if _saving:
         return
@@ -47,7 +48,12 @@ def _capture(figure, options=None, replace=False):
         else:
             stem = os.path.join(_DIR, "%020d" % time.monotonic_ns())
         path = "%s.%s" % (stem, fmt)
-        figure.canvas.print_figure(path, format=fmt, **options)
+        if written is not None:
+            import shutil
+
+            shutil.copyfile(written, path)
+        else:
+            figure.canvas.print_figure(path, format=fmt, **options)
         if replace and previous and previous != path:
             os.unlink(previous)
         figure._llmbox_plot = path
@@ -58,18 +64,20 @@ def _capture(figure, options=None, replace=False):
 
 
 def _save_options(filename, args, kwargs):
-    """print_figure's arguments -> the capture's: the same picture, as PNG unless it is SVG."""
+    """print_figure's arguments -> the capture's: the same picture, as PNG unless it is SVG; and
+    the file savefig wrote when it is that picture already (a path, in PNG or SVG), else None."""
     given = dict(zip(_POSITIONAL, args))
     given.update(kwargs)
     fmt = given.get("format")
+    if isinstance(filename, os.PathLike):
+        filename = os.fspath(filename)
     if fmt is None:
-        if isinstance(filename, os.PathLike):
-            filename = os.fspath(filename)
         ext = os.path.splitext(filename)[1][1:] if isinstance(filename, str) else ""
         fmt = ext or rcParams["savefig.format"]
     options = {k: given[k] for k in _KEPT if given.get(k) is not None}
     options["format"] = "svg" if str(fmt).lower() == "svg" else "png"
-    return options
+    same = isinstance(filename, str) and str(fmt).lower() == options["format"]
+    return options, filename if same else None
 
 
 class FigureCanvasLlmbox(FigureCanvasAgg):
@@ -77,8 +85,8 @@ class FigureCanvasLlmbox(FigureCanvasAgg):
         result = super().print_figure(filename, *args, **kwargs)
         if not _saving:  # savefig(...) by the program: keep what it wrote
             figure = self.figure
-            _capture(figure, _save_options(filename, args, kwargs),
-                     replace=getattr(figure, "_llmbox_unchanged", False))
+            options, written = _save_options(filename, args, kwargs)
+            _capture(figure, options, replace=getattr(figure, "_llmbox_unchanged", False), written=written)
         return result
 
 

@@ -324,8 +324,13 @@ function Handle:close()
     if self.id then
         local id = self.id
         self.id = nil
-        self.engine.client:delete_pod(self.engine.ns, id)
-        self.engine.client:delete_network_policy(self.engine.ns, id)
+        local client, ns = self.engine.client, self.engine.ns
+        -- a request that never got an answer (no HTTP status: a dropped connection) is tried once
+        -- more; what is still left is the maintenance's (pods older than gc_after)
+        local ok, _, code = client:delete_pod(ns, id)
+        if not ok and not code then client:delete_pod(ns, id) end
+        ok, _, code = client:delete_network_policy(ns, id)
+        if not ok and not code then client:delete_network_policy(ns, id) end
     end
     return true
 end

@@ -198,6 +198,9 @@ end
 local function timings_done(t, r, started_ms, term)
     t.program = r.duration_ms
     if started_ms then t.total, t.main_started_ms = now_ms() - started_ms, started_ms end
+    -- this process's peak resident memory (the program's is not in it), KiB
+    local status = require("llmbox.util").read_file("/proc/self/status") or ""
+    t.peak_rss_kib = tonumber(status:match("VmHWM:%s*(%d+) kB"))
     local parts = { "load", "recipe", "policy", "admit", "open", "run", "close", "total" }
     for k, v in pairs(t) do t[k] = math.floor(v * 1000 + 0.5) / 1000 end
     if term then

@@ -258,6 +258,10 @@ end
 -- `llmbox run --server ADDR`: the same run, made by a daemon (llmbox.cli.remote)
 function _M.run_remote(server, opts, code, lang, libraries, timeout, term)
     local remote = require "llmbox.cli.remote"
+    if opts.timings then
+        return die("--timings does not go with --server: the stages happen in the server (time the "
+            .. "command from outside, or run it locally)")
+    end
     for _, k in ipairs(remote.LOCAL_ONLY) do
         if opts[k] ~= nil then
             return die(format("--%s does not go with --server: the server makes the sandbox (its backend, "

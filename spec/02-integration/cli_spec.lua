@@ -78,6 +78,11 @@ describe("llmbox CLI #unpriv", function()
         st, out = cli({ "run", "--json", "-c", "print(3)" })
         assert.equal(0, st)
         assert.is_nil(cjson.decode(out).timings)
+        -- a run sent to a daemon has its stages there
+        local err2
+        st, _, err2 = cli({ "run", "--server", "unix:/nonexistent.sock", "--timings", "-c", "print(4)" })
+        assert.equal(125, st)
+        assert.matches("--timings does not go with --server", err2, 1, true)
     end)
 
     it("repairs invalid UTF-8 in --json output", function()

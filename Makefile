@@ -85,7 +85,7 @@ DEPS_TEST  := bubblewrap debootstrap lua-yaml python3-kubernetes lua-busted lua-
 # source's path, from which modules find their files): the binary loads a module from it when it
 # is not older than the source and names it (runtime/main.c), which takes ~1.4 ms where parsing
 # the sources takes ~5 (llmbox run's start-up). `make install` compiles the installed tree.
-LUA_SRC := $(shell find lua -name '*.lua')
+LUA_SRC := $(shell find lua/llmbox -name '*.lua')
 LUA_BC  := $(LUA_SRC:lua/%=build/lua/%)
 
 all: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(HELPER) $(READY) $(POD_FILTER) $(LUA_BC) paths

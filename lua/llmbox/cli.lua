@@ -9,7 +9,8 @@ local output = require "llmbox.cli.output"
 
 local io, ipairs, tostring, tonumber = io, ipairs, tostring, tonumber
 local format, concat = string.format, table.concat
-local now_ms = require("llmbox.util").now_ms
+local util = require "llmbox.util"
+local now_ms = util.now_ms
 
 local _M = { _VERSION = "0.1.0" }
 
@@ -199,17 +200,17 @@ local function timings_done(t, r, started_ms, term)
     t.program = r.duration_ms
     if started_ms then t.total, t.main_started_ms = now_ms() - started_ms, started_ms end
     -- this process's peak resident memory (the program's is not in it), KiB
-    local status = require("llmbox.util").read_file("/proc/self/status") or ""
+    local status = util.read_file("/proc/self/status") or ""
     t.peak_rss_kib = tonumber(status:match("VmHWM:%s*(%d+) kB"))
-    local parts = { "load", "recipe", "policy", "admit", "open", "run", "close", "total" }
     for k, v in pairs(t) do t[k] = math.floor(v * 1000 + 0.5) / 1000 end
     if term then
         local out = {}
-        for _, k in ipairs(parts) do
+        for _, k in ipairs({ "load", unpack(require("llmbox").RUN_STAGES) }) do
             if t[k] then
                 out[#out + 1] = format("%s %.1f", k, t[k]) .. (k == "run" and format(" (program %.1f)", t.program) or "")
             end
         end
+        out[#out + 1] = t.total and format("total %.1f", t.total) or nil
         term:message("timings (ms): " .. concat(out, ", "))
     end
     return t

@@ -480,21 +480,22 @@ checkers["record"] = function(spec, v, path)
     if path == false then
         for k in pairs(v) do
             if fields[k] == nil then
-                return nil, "unknown key"
+                return nil, "unknown key" -- (checked again in order, for the message)
             end
         end
-    end
-    for _, k in ipairs(path ~= false and sorted_keys(v) or {}) do
-        if fields[k] == nil then
-            local msg = "unknown key"
-            local near = _M.suggest(k, allowed)
-            if near then
-                msg = msg .. " (did you mean " .. quote(near) .. "?)"
+    else
+        for _, k in ipairs(sorted_keys(v)) do
+            if fields[k] == nil then
+                local msg = "unknown key"
+                local near = _M.suggest(k, allowed)
+                if near then
+                    msg = msg .. " (did you mean " .. quote(near) .. "?)"
+                end
+                msg = msg .. "; allowed keys"
+                    .. ((path and path ~= "") and (" in " .. path) or "")
+                    .. ": " .. table_concat(allowed, ", ")
+                return fail(join(path, k), msg)
             end
-            msg = msg .. "; allowed keys"
-                .. ((path and path ~= "") and (" in " .. path) or "")
-                .. ": " .. table_concat(allowed, ", ")
-            return fail(join(path, k), msg)
         end
     end
     local out = {}

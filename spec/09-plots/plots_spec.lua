@@ -92,9 +92,12 @@ fig2 = plt.figure(figsize=(2, 1)); plt.plot([3, 1])
 buf = io.BytesIO(); fig2.savefig(buf, format='png', dpi=80)
 fig3 = plt.figure(figsize=(3, 2)); plt.plot([0, 1]); fig3.savefig('/sandbox/v.svg')
 fig4 = plt.figure(figsize=(3, 2)); plt.plot([1, 0]); fig4.savefig('/sandbox/p.pdf', dpi=50)
+fig5 = plt.figure(figsize=(2, 2)); plt.plot([0, 0]); fig5.savefig('/dev/null', format='png', dpi=40)
 ]]))
         assert.equal(0, r.exit_code, r.stderr)
-        assert.equal(4, #r.plots)
+        assert.equal(5, #r.plots)
+        -- a file savefig wrote that is not a regular file is not read back: the plot is drawn
+        is_png(r.plots[5], 80, 80)
         -- the same pixels as the program's own file
         local own = assert(s:exec({ "cat", "/sandbox/tight.png" })).stdout
         is_png(r.plots[1], artifacts.png_size(own))

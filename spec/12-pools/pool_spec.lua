@@ -38,16 +38,24 @@ local function descendants_matching(needle, root)
     return out
 end
 
-describe("pool warm leases #conformance #unpriv", function()
+-- The describe block's setup and teardown: a pool (opts) and a cold session to compare its
+-- leases with, handed to set(pool, cold).
+local function pool_and_cold(opts, set)
     local p, cold
     setup(function()
-        p = assert(llmbox.pool({ lang = "python", min = 1, max = 3 }))
+        p = assert(llmbox.pool(opts))
         cold = assert(llmbox.session({ lang = "python" }))
+        set(p, cold)
     end)
     teardown(function()
         if p then p:close() end
         if cold then cold:close() end
     end)
+end
+
+describe("pool warm leases #conformance #unpriv", function()
+    local p, cold
+    pool_and_cold({ lang = "python", min = 1, max = 3 }, function(a, b) p, cold = a, b end)
 
     -- The same program, cold and warm: what the user sees must be the same.
     local programs = {
@@ -274,14 +282,7 @@ end
 
 describe("pool preload #conformance #unpriv", function()
     local p, cold
-    setup(function()
-        p = assert(llmbox.pool({ lang = "python", min = 1, max = 2, preload = { "numpy", "json" } }))
-        cold = assert(llmbox.session({ lang = "python" }))
-    end)
-    teardown(function()
-        if p then p:close() end
-        if cold then cold:close() end
-    end)
+    pool_and_cold({ lang = "python", min = 1, max = 2, preload = { "numpy", "json" } }, function(a, b) p, cold = a, b end)
 
     it("a lease's code finds the modules imported, and otherwise sees what a cold run sees", function()
         wait_ready(p)

@@ -48,11 +48,7 @@ def _capture(figure, options=None, replace=False, written=None):
         else:
             stem = os.path.join(_DIR, "%020d" % time.monotonic_ns())
         path = "%s.%s" % (stem, fmt)
-        if written is not None:
-            import shutil
-
-            shutil.copyfile(written, path)
-        else:
+        if not _copy(written, path):
             figure.canvas.print_figure(path, format=fmt, **options)
         if replace and previous and previous != path:
             os.unlink(previous)
@@ -61,6 +57,20 @@ def _capture(figure, options=None, replace=False, written=None):
         pass
     finally:
         _saving = False
+
+
+def _copy(written, path):
+    """Copies the file savefig wrote as the plot; False when there is none to copy: only a regular
+    file is read (savefig("/dev/stdout") must not make llmbox read the program's own pipe)."""
+    if written is None or not os.path.isfile(written):
+        return False
+    import shutil
+
+    try:
+        shutil.copyfile(written, path)
+    except OSError:
+        return False
+    return True
 
 
 def _save_options(filename, args, kwargs):

@@ -37,6 +37,24 @@ raise SystemExit(0)
         assert.matches('main.py", line 3', r.stderr, 1, true)
     end)
 
+    it("draw() still renders into the canvas (draw_idle has no screen to redraw), plt.ion() plots are captured", function()
+        local r = assert(s:run([[
+import matplotlib.pyplot as plt
+import numpy as np
+fig = plt.figure(figsize=(2, 1), dpi=100)
+plt.fill_between([0, 1], [1, 1], color='red')
+fig.canvas.draw_idle()
+fig.canvas.draw()
+px = np.asarray(fig.canvas.buffer_rgba())
+print(px.shape, (px[..., 0] > 200).sum() > 0)
+plt.ion(); plt.figure(figsize=(3, 2), dpi=100); plt.plot([0, 1]); plt.ylabel('y')
+]]))
+        assert.equal(0, r.exit_code, r.stderr)
+        assert.equal("(100, 200, 4) True\n", r.stdout)
+        assert.equal(2, #r.plots)
+        is_png(r.plots[2], 300, 200)
+    end)
+
     it("captures seaborn (through matplotlib) and Plotly (as HTML)", function()
         local lacks = helpers.image_lacks(s, "python3 -c 'import seaborn, plotly'", "seaborn or Plotly")
         if lacks then pending(lacks) return end

@@ -318,6 +318,39 @@ describe("pool preload #conformance #unpriv", function()
         end
     end)
 
+    it("a preloaded matplotlib is warmed without a trace: no figure open, plots equal a cold run's byte for byte", function()
+        local mp = assert(llmbox.pool({ lang = "python", min = 1, max = 1, preload = { "numpy", "matplotlib.pyplot" } }))
+        finally(function() mp:close() end)
+        local probe = "import sys, os\nimport matplotlib.pyplot as plt\n"
+            .. "print(plt.get_fignums(), sorted(os.listdir('.')), sorted(os.listdir('/tmp')))"
+        wait_ready(mp)
+        local w = lease_run(mp, probe)
+        local c = assert(cold:run(probe))
+        assert.is_true(w.warm)
+        assert.equal(c.stdout, w.stdout, w.stderr)
+        assert.equal(0, #w.plots)
+        for _, code in ipairs({
+            "import numpy as np\nimport matplotlib.pyplot as plt\nx = np.linspace(0, 10, 200)\n"
+                .. "plt.plot(x, np.sin(x), label='sin')\nplt.title('t')\nplt.legend()\nplt.savefig('line.png')",
+            -- plt.ion() and a later change: captured as drawn at exit, savefig's file as written
+            "import matplotlib.pyplot as plt\nplt.ion()\nplt.bar(['a', 'b'], [1, 2])\n"
+                .. "plt.savefig('b.png', transparent=True)\nplt.xlabel('later')\n"
+                .. "print(open('b.png', 'rb').read()[:4])",
+        }) do
+            wait_ready(mp)
+            w = lease_run(mp, code)
+            c = assert(cold:run(code))
+            assert.is_true(w.warm)
+            assert.equal(0, w.exit_code, w.stderr)
+            assert.equal(c.stdout, w.stdout)
+            assert.equal(#c.plots, #w.plots)
+            assert.is_true(#w.plots >= 1)
+            for i = 1, #c.plots do
+                assert.equal(c.plots[i].data, w.plots[i].data, "plot " .. i .. " differs from a cold run's")
+            end
+        end
+    end)
+
     it("an interactive pool's interpreters preload too: the first cell finds the module imported", function()
         local ip = assert(llmbox.pool({ lang = "python", interactive = true, min = 1, max = 1, preload = { "json" } }))
         wait_ready(ip)

@@ -91,6 +91,13 @@ def _save_options(filename, args, kwargs):
 
 
 class FigureCanvasLlmbox(FigureCanvasAgg):
+    def draw_idle(self, *args, **kwargs):
+        # "Redraw when control returns to the event loop": there is no screen and no event loop,
+        # so there is nothing to redraw for. Agg's draws at once, which made every
+        # pyplot.savefig draw the figure a second time (and every change under plt.ion() draw
+        # it); draw(), savefig and the captures still draw in full.
+        pass
+
     def print_figure(self, filename, *args, **kwargs):
         result = super().print_figure(filename, *args, **kwargs)
         if not _saving:  # savefig(...) by the program: keep what it wrote

@@ -243,10 +243,17 @@ local function merge(base, child, spec, path, parent_label)
     end
     local t = spec.type
     if t == "record" or t == "map" then
-        local out = type(base) == "table" and deep_copy(base) or {}
+        -- the parent's keys the child leaves alone are copied once; the others are merged from
+        -- the parent's own value, which merge only reads (copying it first cost every level a
+        -- copy of everything below it)
+        base = type(base) == "table" and base or nil
+        local out = {}
+        for k, v in pairs(base or {}) do
+            if child[k] == nil then out[k] = deep_copy(v) end
+        end
         for k, v in pairs(child) do
             local sub = t == "record" and spec.fields[k] or (t == "map" and spec.of) or nil
-            local m, err = merge(out[k], v, sub, join(path, k), parent_label)
+            local m, err = merge(base and base[k], v, sub, join(path, k), parent_label)
             if err then
                 return nil, err
             end

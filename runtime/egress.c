@@ -7,7 +7,9 @@
  *              interface with the host's address and routes, and turns its connections into
  *              the host's sockets; started
  *              with no port forwarded either way and the gateway not mapped to the host's
- *              loopback. It daemonizes once the namespace is configured: its exit is the signal.
+ *              loopback. It stays in the foreground, the caller's child with a parent-death
+ *              signal: it holds the namespace, so a caller killed without closing the session
+ *              must not leave it running. Its pid file says the namespace is configured.
  *
  * The namespace belongs to the jail's user namespace: the jail's programs, which have no
  * capabilities there, can neither change the ruleset nor leave the namespace. pasta's sockets
@@ -39,7 +41,7 @@
 
 struct lb_egress {
 	int netns;   /* the namespace, held */
-	pid_t pasta; /* its daemon (not our child unless we are a subreaper) */
+	pid_t pasta; /* our child, until lb_egress_close reaps it */
 };
 
 /* libnftables, loaded in a child. */
@@ -152,8 +154,27 @@ static const char *pasta_said(const char *logfile, const char *errfile, char *bu
 	return buf[0] ? buf : "(it said nothing)";
 }
 
+/* How long pasta may take to configure the namespace (it takes ~25 ms). */
+#define PASTA_START_MS 10000
+
+/* Ends pasta (our child) and reaps it: SIGTERM, then SIGKILL after 100 ms. */
+static void stop_pasta(pid_t pasta)
+{
+	kill(pasta, SIGTERM);
+	for (int i = 0; i < 50; i++) {
+		pid_t r = waitpid(pasta, NULL, WNOHANG);
+		if (r == pasta || (r < 0 && errno != EINTR))
+			return;
+		nanosleep(&(struct timespec){0, 2000000}, NULL);
+	}
+	kill(pasta, SIGKILL);
+	while (waitpid(pasta, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
 /* Starts pasta on the namespaces (its own descriptors 3 and 4: opening another process's
- * /proc/PID/ns needs ptrace rights over it, which pasta may lack); returns its daemon's pid. */
+ * /proc/PID/ns needs ptrace rights over it, which pasta may lack); returns its pid, once its pid
+ * file says the namespace is configured. */
 static pid_t start_pasta(int netns_fd, int userns_fd, const char *pasta, lb_error *err)
 {
 	char dir[] = "/tmp/llmbox-egress-XXXXXX";
@@ -172,18 +193,25 @@ static pid_t start_pasta(int netns_fd, int userns_fd, const char *pasta, lb_erro
 		"-T",	     "none",	    "-U",	"none",	   "--no-map-gw", "--config-net",
 		"--no-dhcp", "--no-dhcpv6", "--no-ndp", "--no-ra", "-P",	  pidfile,
 		"-l",	     logfile,	    "--netns",	netns,	   "--userns",	  userns,
-		NULL,	     NULL,	    NULL};
+		"-f",	     NULL,	    NULL,	NULL};
 	if (geteuid() == 0) {
 		size_t n = sizeof argv / sizeof argv[0] - 3;
 		argv[n] = "--runas";
 		argv[n + 1] = "0";
 	}
+	pid_t parent = getpid();
 	pid_t p = fork();
 	if (p < 0) {
 		rmdir(dir);
 		return lb_fail_sys(err, errno, "fork");
 	}
 	if (p == 0) {
+		/* Gone with the caller. The signal survives the exec and pasta's joining the jail's
+		 * user namespace, which the same user owns (the kernel clears it only on credentials
+		 * that are no subset of the old ones). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
 		/* default dispositions and no blocked signal: this pasta takes an ignored SIGPIPE
 		 * (inherited: callers often ignore it) for a failure to set its own */
 		lb_reset_signals();
@@ -207,26 +235,38 @@ static pid_t start_pasta(int netns_fd, int userns_fd, const char *pasta, lb_erro
 		execvp(pasta, (char *const *)argv);
 		_exit(127);
 	}
-	int st = 0;
-	while (waitpid(p, &st, 0) < 0 && errno == EINTR)
-		;
+	/* Ready when its pid file has a pid; an exit before that is a failure. */
 	char text[512];
-	pid_t daemon = 0;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && access(pidfile, F_OK) < 0)
+	pid_t ready = 0, r = 0;
+	int st = 0;
+	for (double deadline = lb_now_ms() + PASTA_START_MS;;) {
+		while ((r = waitpid(p, &st, WNOHANG)) < 0 && errno == EINTR)
+			;
+		if (r != 0 || (ready = (pid_t)atoi(read_file_text(pidfile, text, sizeof text))) > 0 ||
+		    lb_now_ms() > deadline)
+			break;
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+	if (r == p && WIFEXITED(st) && WEXITSTATUS(st) == 127 && access(pidfile, F_OK) < 0)
 		lb_fail(err, ENOENT,
 			"egress needs pasta (Debian's package passt): %s could not be started",
 			pasta);
-	else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+	else if (r == p)
 		lb_fail(err, EIO, "pasta could not give the jail its network (exit %d): %s",
 			WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st),
 			pasta_said(logfile, errfile, text, sizeof text));
-	else if ((daemon = (pid_t)atoi(read_file_text(pidfile, text, sizeof text))) <= 0)
-		lb_fail(err, EIO, "pasta started but wrote no pid");
+	else if (r < 0)
+		lb_fail_sys(err, errno, "waiting for pasta");
+	else if (ready <= 0)
+		lb_fail(err, ETIMEDOUT, "pasta did not configure the jail's network within %d s: %s",
+			PASTA_START_MS / 1000, pasta_said(logfile, errfile, text, sizeof text));
+	if (r == 0 && ready <= 0)
+		stop_pasta(p);
 	unlink(pidfile);
 	unlink(logfile);
 	unlink(errfile);
 	rmdir(dir);
-	return daemon > 0 ? daemon : -1;
+	return r == 0 && ready > 0 ? p : -1;
 }
 
 lb_egress *lb_egress_open(const lb_jail *j, const char *ruleset, const char *pasta, lb_error *err)
@@ -365,18 +405,8 @@ void lb_egress_close(lb_egress *e)
 {
 	if (!e)
 		return;
-	if (e->pasta > 0) {
-		/* pasta's daemon: only if it is still pasta (its pid is not ours to reuse) */
-		char path[64], comm[32];
-		snprintf(path, sizeof path, "/proc/%d/comm", (int)e->pasta);
-		read_file_text(path, comm, sizeof comm);
-		if (!strncmp(comm, "pasta", 5) || !strncmp(comm, "passt", 5)) {
-			kill(e->pasta, SIGTERM);
-			/* reaped here when we are its subreaper; else init reaps it */
-			for (int i = 0; i < 50 && waitpid(e->pasta, NULL, WNOHANG) == 0; i++)
-				nanosleep(&(struct timespec){0, 2000000}, NULL);
-		}
-	}
+	if (e->pasta > 0)
+		stop_pasta(e->pasta); /* our child: its pid stays ours until reaped */
 	if (e->netns >= 0)
 		close(e->netns);
 	free(e);

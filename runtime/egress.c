@@ -188,12 +188,12 @@ static pid_t start_pasta(int netns_fd, int userns_fd, const char *pasta, lb_erro
 	/* No port forwarded in (-t, -u) nor to the host's loopback (-T, -U), the gateway not the
 	 * host; no DHCP, NDP or router advertisements: the interface is configured by pasta. As
 	 * root, pasta would switch to nobody, who may not enter the jail's user namespace. */
-	const char *argv[] = {
-		pasta,	     "-q",	    "-t",	"none",	   "-u",	  "none",
-		"-T",	     "none",	    "-U",	"none",	   "--no-map-gw", "--config-net",
-		"--no-dhcp", "--no-dhcpv6", "--no-ndp", "--no-ra", "-P",	  pidfile,
-		"-l",	     logfile,	    "--netns",	netns,	   "--userns",	  userns,
-		"-f",	     NULL,	    NULL,	NULL};
+	const char *argv[] = {pasta,	     "-q",	     "-t",	  "none",	 "-u",
+			      "none",	     "-T",	     "none",	  "-U",		 "none",
+			      "--no-map-gw", "--config-net", "--no-dhcp", "--no-dhcpv6", "--no-ndp",
+			      "--no-ra",     "-P",	     pidfile,	  "-l",		 logfile,
+			      "--netns",     netns,	     "--userns",  userns,	 "-f",
+			      NULL,	     NULL,	     NULL};
 	if (geteuid() == 0) {
 		size_t n = sizeof argv / sizeof argv[0] - 3;
 		argv[n] = "--runas";
@@ -207,8 +207,8 @@ static pid_t start_pasta(int netns_fd, int userns_fd, const char *pasta, lb_erro
 	}
 	if (p == 0) {
 		/* Gone with the caller. The signal survives the exec and pasta's joining the jail's
-		 * user namespace, which the same user owns (the kernel clears it only on credentials
-		 * that are no subset of the old ones). */
+		 * user namespace, which the same user owns (the kernel clears it only on
+		 * credentials that are no subset of the old ones). */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(127);
@@ -242,7 +242,8 @@ static pid_t start_pasta(int netns_fd, int userns_fd, const char *pasta, lb_erro
 	for (double deadline = lb_now_ms() + PASTA_START_MS;;) {
 		while ((r = waitpid(p, &st, WNOHANG)) < 0 && errno == EINTR)
 			;
-		if (r != 0 || (ready = (pid_t)atoi(read_file_text(pidfile, text, sizeof text))) > 0 ||
+		if (r != 0 ||
+		    (ready = (pid_t)atoi(read_file_text(pidfile, text, sizeof text))) > 0 ||
 		    lb_now_ms() > deadline)
 			break;
 		nanosleep(&(struct timespec){0, 1000000}, NULL);
@@ -258,7 +259,8 @@ static pid_t start_pasta(int netns_fd, int userns_fd, const char *pasta, lb_erro
 	else if (r < 0)
 		lb_fail_sys(err, errno, "waiting for pasta");
 	else if (ready <= 0)
-		lb_fail(err, ETIMEDOUT, "pasta did not configure the jail's network within %d s: %s",
+		lb_fail(err, ETIMEDOUT,
+			"pasta did not configure the jail's network within %d s: %s",
 			PASTA_START_MS / 1000, pasta_said(logfile, errfile, text, sizeof text));
 	if (r == 0 && ready <= 0)
 		stop_pasta(p);

@@ -8,6 +8,9 @@ local helpers = require "spec.helpers"
 local json = require "llmbox.json"
 
 local q = helpers.shell_quote
+-- how the spec's own Lua scripts find llmbox (they run under ip netns exec)
+local LUA_ENV = ("LUA_PATH=%s LUA_CPATH=%s"):format(q(helpers.root .. "/lua/?.lua;" .. helpers.root .. "/lua/?/init.lua;;"),
+    q(helpers.root .. "/build/lib/?.so;;"))
 
 local function sh(cmd)
     local ok = os.execute(cmd .. " >/dev/null 2>&1")
@@ -184,8 +187,7 @@ local during = pastas()
 s:close()
 print(json.encode({ first = first, second = second, pastas = { during, pastas() } }))
 ]]):format(json.encode(network), PROBE))
-        local env = ("LUA_PATH=%s LUA_CPATH=%s"):format(q(helpers.root .. "/lua/?.lua;" .. helpers.root .. "/lua/?/init.lua;;"),
-            q(helpers.root .. "/build/lib/?.so;;"))
+        local env = LUA_ENV
         for k, v in pairs(opts.env or {}) do env = env .. " " .. k .. "=" .. q(v) end
         local out = helpers.capture(("ip netns exec %s env %s luajit %s 2>&1"):format(host, env, q(script)))
         local res = json.decode(out or "")
@@ -271,8 +273,7 @@ s:close()
 print(json.encode({ exit = inst.exit_code, stderr = inst.stderr, denied = json.array(inst.network_denied or {}),
     probe = json.decode(probe and probe.stdout or "") or (probe and probe.stdout), program = r.stdout }))
 ]])
-        local env = ("LUA_PATH=%s LUA_CPATH=%s"):format(q(helpers.root .. "/lua/?.lua;" .. helpers.root .. "/lua/?/init.lua;;"),
-            q(helpers.root .. "/build/lib/?.so;;"))
+        local env = LUA_ENV
         local out = helpers.capture(("ip netns exec %s env %s luajit %s 2>&1"):format(host, env, q(script)))
         local res = json.decode(out or "")
         assert(type(res) == "table", "the install script printed: " .. tostring(out))
@@ -305,12 +306,14 @@ local ffi = require "ffi"
 ffi.cdef "unsigned int sleep(unsigned int);"
 ffi.C.sleep(60)
 ]]):format(ready))
-        local env = ("LUA_PATH=%s LUA_CPATH=%s"):format(q(helpers.root .. "/lua/?.lua;" .. helpers.root .. "/lua/?/init.lua;;"),
-            q(helpers.root .. "/build/lib/?.so;;"))
+        local env = LUA_ENV
         -- ip netns exec execs the command: $! is the caller itself
         local caller = helpers.capture(("ip netns exec %s env %s luajit %s >/dev/null 2>&1 & echo $!")
             :format(host, env, q(script))):match("%d+")
-        finally(function() os.execute("kill -9 " .. caller .. " 2>/dev/null") end)
+        finally(function()
+            os.execute("kill -9 " .. caller .. " 2>/dev/null")
+            os.remove(script); os.remove(ready)
+        end)
         for _ = 1, 200 do
             if helpers.read(ready) == "ready\n" then break end
             os.execute("sleep 0.05")
@@ -329,7 +332,6 @@ ffi.C.sleep(60)
             os.execute("sleep 0.05")
         end
         assert.is_true(gone, "pasta " .. pasta .. " outlived its killed caller")
-        os.remove(script); os.remove(ready)
     end)
 
     it("refuses what it cannot do, saying why", function()

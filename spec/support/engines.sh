@@ -10,7 +10,12 @@
 # sandboxes never have a network, and a second dockerd (a fresh root shares the host's network
 # namespace) must not touch the host's bridge or firewall. Podman's API service listens where
 # its clients look for it, /run/podman/podman.sock.
+#
+# LLMBOX_ENGINES_LOOPBACK=no leaves out what listens on loopback ports (dockerd's TLS listener on
+# 127.0.0.1:2376, the test registry on 127.0.0.1:5055): CI's conformance runs on this machine use
+# neither, and run beside a fresh root that shares this network namespace and starts its own.
 set -u
+loopback=${LLMBOX_ENGINES_LOOPBACK:-yes}
 cmd=${1:-}
 state=${2:-}
 [ -n "$cmd" ] && [ -n "$state" ] || { echo "usage: $0 start|stop STATE_DIR" >&2; exit 2; }
@@ -62,9 +67,11 @@ start)
 		# and on loopback TCP with TLS client certificates (spec/02-integration/engine_tls_spec.lua):
 		# a CA, the server's certificate, and the client's as DOCKER_CERT_PATH wants them
 		tcp=
+		if [ "$loopback" = no ]; then
+			echo "engines: dockerd gets no TCP listener (LLMBOX_ENGINES_LOOPBACK=no)"
 		# (not when something else holds the port: a second dockerd, in a fresh root that
 		# shares this network namespace, would not start at all)
-		if curl -s --max-time 2 -o /dev/null http://127.0.0.1:2376/ 2>/dev/null || [ $? != 7 ]; then
+		elif curl -s --max-time 2 -o /dev/null http://127.0.0.1:2376/ 2>/dev/null || [ $? != 7 ]; then
 			echo "engines: 127.0.0.1:2376 is taken: dockerd gets no TCP listener"
 			rm -rf "$state/tls"
 		elif tls_material "$state/tls" >"$state/tls.log" 2>&1; then
@@ -83,7 +90,9 @@ start)
 	# the test registry (Debian's docker-registry) on loopback, for the image pull specs
 	# (spec/02-integration/images_spec.lua); dockerd takes a loopback registry over plain
 	# HTTP, Podman is told so by the registries.conf it starts with
-	if curl -sf --max-time 2 http://127.0.0.1:5055/v2/ >/dev/null 2>&1; then
+	if [ "$loopback" = no ]; then
+		echo "engines: no test registry (LLMBOX_ENGINES_LOOPBACK=no)"
+	elif curl -sf --max-time 2 http://127.0.0.1:5055/v2/ >/dev/null 2>&1; then
 		echo "engines: the test registry already running"
 	elif command -v docker-registry >/dev/null 2>&1; then
 		mkdir -p "$state/registry"

@@ -379,12 +379,20 @@ static bool seen_before(const lb_cgroup *cg, int c)
 	return false;
 }
 
+/* Moving a process (cgroup.procs) takes the kernel's threadgroup lock for writing, which waits
+ * for an RCU grace period unless a hierarchy is mounted with favordynmods: 5-27 ms measured on a
+ * 2-core VM for the first move after a quiet moment, so every CLI run and every run after a
+ * pause paid it. Moving only the calling thread (v1's `tasks`, "0" for itself) needs no such
+ * lock, and the caller is always a run's first child, a fork, which has one thread: the same
+ * move. v2 allows a lone thread to move only within a threaded subtree, so it keeps
+ * cgroup.procs (clone3's CLONE_INTO_CGROUP would spare it the move). */
 int lb_cgroup_join(const lb_cgroup *cg, lb_error *err)
 {
+	const char *file = cg->version == 1 ? "tasks" : "cgroup.procs";
 	for (int c = 0; c < LB_CG_N; c++) {
 		if (!cg->dir[c][0] || seen_before(cg, c))
 			continue;
-		if (write_value(cg->dir[c], "cgroup.procs", "0") < 0)
+		if (write_value(cg->dir[c], file, "0") < 0)
 			return lb_fail_sys(err, errno, "joining the run's cgroup %s", cg->dir[c]);
 	}
 	return 0;

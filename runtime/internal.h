@@ -142,7 +142,8 @@ void lb_cgroup_detect(lb_cgroup_support *s);
 /* Creates the run's cgroups with its limits; refuses a CPU quota no cgroup can enforce. On
  * failure, lb_cgroup_destroy removes what was made. */
 int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err);
-/* In the run's first child: moves the calling process into the run's cgroups. */
+/* In the run's first child (a fork: one thread): moves the calling process into the run's
+ * cgroups. */
 int lb_cgroup_join(const lb_cgroup *cg, lb_error *err);
 /* Whether the run's cgroups enforce the memory (LB_CG_MEMORY) or processes (LB_CG_PIDS) limit. */
 bool lb_cgroup_enforces(const lb_cgroup *cg, enum lb_cg_controller c);

@@ -154,9 +154,15 @@ end
 
 -- Moving a process into a cgroup takes the kernel's threadgroup lock for writing, which waits
 -- for an RCU grace period unless a cgroup hierarchy is mounted with favordynmods: measured here,
--- 10-22 ms for each run's first move (per CLI run), the largest part of a cold run's overhead.
--- -> ok (favordynmods found, or no cgroup mounted), detail, the mount point to remount
-function _M.cgroup_moves(mounts_text)
+-- 5-27 ms for the first move after a quiet moment (every CLI run), the largest part of a cold
+-- run's overhead. With v1 cgroups for the runs (`version`, core.cgroup()) a run's first child
+-- moves its one thread instead, which takes no such lock (runtime/cgroup.c).
+-- -> ok (v1, favordynmods found, or no cgroup mounted), detail, the mount point to remount
+function _M.cgroup_moves(mounts_text, version)
+    if version == 1 then
+        return true, "moving a run into its cgroups is fast (cgroup v1: a run's first child moves its one "
+            .. "thread, which takes no threadgroup lock)"
+    end
     local v2, v1, fast
     for line in (mounts_text or ""):gmatch("[^\n]+") do
         local dir, fstype, opts = line:match("^%S+ (%S+) (%S+) (%S+)")
@@ -203,7 +209,7 @@ function _M.report()
         "run as root, or delegate a cgroup v2 subtree to this user and set LLMBOX_CGROUP to it")
 
     local f = io.open("/proc/mounts", "rb")
-    local fast, moves, at = _M.cgroup_moves(f and f:read("*a"))
+    local fast, moves, at = _M.cgroup_moves(f and f:read("*a"), p.cgroup_version)
     if f then f:close() end
     add("cgroup moves", "probe", fast, moves, at and ("as root: mount -o remount,favordynmods " .. at
         .. " (Linux >= 6.0; host-wide: forks and exits take that lock's slower side instead; "

@@ -34,9 +34,15 @@ describe("llmbox doctor #unpriv", function()
         assert.equal("/sys/fs/cgroup/memory",
             select(3, moves("cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n")))
         assert.is_true((moves("proc /proc proc rw 0 0\n")))
+        -- v1 cgroups for the runs: their first child moves its one thread, without that lock
+        ok, detail, at = moves("cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n", 1)
+        assert.is_true(ok)
+        assert.matches("one thread", detail)
+        assert.is_nil(at)
+        assert.is_false((moves("cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n", 2)))
         -- the report says what this host's mounts say, as advice (a note, not a FAIL: doctor's
         -- verdict does not depend on it)
-        local here, _, remount_at = moves(helpers.read("/proc/mounts"))
+        local here, _, remount_at = moves(helpers.read("/proc/mounts"), require("llmbox.core").cgroup())
         local st, j, text = doctor_json()
         assert.equal(0, st, text)
         local found

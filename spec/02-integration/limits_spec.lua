@@ -188,3 +188,76 @@ except OSError as e:
         assert.matches("exceeds the limit of policy", err)
     end)
 end)
+
+-- The native chain moves a run's first child into the run's cgroups (on v1 by its one thread,
+-- which spares the kernel's threadgroup lock and its RCU grace period): everything the run
+-- starts, processes and their threads, must be in them in every hierarchy, and the caller in none.
+describe("a native run's cgroups", function()
+    local function lines(path)
+        local out, f = {}, io.open(path, "rb")
+        if not f then return out end
+        for l in f:lines() do out[#out + 1] = l end
+        f:close()
+        return out
+    end
+
+    -- "memory" -> the path of that hierarchy in /proc/PID/task/TID/cgroup (v2: the "0::" line)
+    local function cgroup_of(pid, tid, controller)
+        for _, l in ipairs(lines(("/proc/%s/task/%s/cgroup"):format(pid, tid))) do
+            local ctrls, path = l:match("^%d+:([^:]*):(.*)$")
+            if ctrls == "" and controller == "v2" then return path end
+            for c in (ctrls or ""):gmatch("[^,]+") do
+                if c == controller then return path end
+            end
+        end
+    end
+
+    it("holds every process and thread of the run, never the caller", function()
+        local version = core.cgroup()
+        if not (helpers.is_root() and (version == 1 or version == 2)) or (os.getenv("LLMBOX_BACKEND") or "native") ~= "native" then
+            pending("needs root, per-run cgroups and the native backend")
+            return
+        end
+        local controllers = version == 2 and { "v2" } or { "memory", "pids", "cpuacct" }
+        local marker = "987." .. math.random(100, 999)
+        local out = helpers.tmpname()
+        -- a shell, a background sleep, and python with a second thread, all waiting
+        local prog = "sleep " .. marker .. " & python3 -c 'import threading, time; "
+            .. "t = threading.Thread(target=time.sleep, args=(30,)); t.start(); t.join()' " .. marker .. "; wait"
+        os.execute(("%s exec -t 20 -- sh -c %s > %s 2>&1 & echo $! > %s.pid"):format(
+            helpers.shell_quote(helpers.bin), helpers.shell_quote(prog), out, out))
+        local caller = helpers.read(out .. ".pid"):match("%d+")
+        finally(function()
+            os.execute("kill " .. caller .. " 2>/dev/null")
+            os.remove(out); os.remove(out .. ".pid")
+        end)
+        local pids
+        for _ = 1, 100 do
+            pids = {}
+            for pid in helpers.capture("pgrep -f " .. helpers.shell_quote(marker:gsub("%.", "[.]") .. "$") .. " || true"):gmatch("%d+") do
+                pids[#pids + 1] = pid
+            end
+            -- the sleep, and python with its two threads
+            local threads = 0
+            for _, pid in ipairs(pids) do threads = threads + #core.listdir("/proc/" .. pid .. "/task") end
+            if #pids == 2 and threads == 3 then break end
+            os.execute("sleep 0.1")
+        end
+        assert.equal(2, #pids, "the run's processes never started: " .. helpers.read(out))
+        local checked = 0
+        for _, pid in ipairs(pids) do
+            for _, tid in ipairs(core.listdir("/proc/" .. pid .. "/task")) do
+                for _, c in ipairs(controllers) do
+                    local path = cgroup_of(pid, tid, c)
+                    assert.matches("/llmbox/run%-" .. caller .. "%-", path or "(none)", 1, false,
+                        ("task %s of process %s, %s hierarchy"):format(tid, pid, c))
+                    checked = checked + 1
+                end
+            end
+        end
+        assert.equal(3 * #controllers, checked)
+        for _, c in ipairs(controllers) do
+            assert.is_nil((cgroup_of(caller, caller, c) or ""):find("/llmbox/", 1, true), "the caller moved too")
+        end
+    end)
+end)

@@ -1,8 +1,9 @@
 /* The process chain of a run, from fork to reaping (the caller is never changed):
  *
  *   caller ── C1: joins the run's cgroups and the jail's namespaces, unshares new pid, ipc and
- *   │             mount namespaces for this run, forks C2, then waits for the caller's word to
- *   │             end the run (lb_run_stop): it kills C2, reaps it and exits.
+ *   │             mount namespaces for this run, clones C2 (sharing C1's memory), keeps only
+ *   │             CAP_KILL, then waits for the caller's word to end the run (lb_run_stop): it
+ *   │             kills C2, reaps it and exits.
  *   │        └─ C2: pid 1 of the run's pid namespace. Mounts this run's /proc, becomes the
  *   │                sandbox user with no capabilities, writes the run's files, forks C3, reaps.
  *   │                When C3 ends, C2 reports C3's status and exits, and the kernel kills
@@ -23,6 +24,7 @@
 #include "run.h"
 
 #include <dirent.h>
+#include <linux/capability.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -31,11 +33,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -204,8 +208,8 @@ static void scrub_identity(int rep)
 }
 
 /* C2: pid 1 of the run's pid namespace. Never returns. */
-static void run_init(const lb_run_spec *spec, const lb_filter *filter, struct child_fds *fds,
-		     const lb_cgroup *cg)
+_Noreturn static void run_init(const lb_run_spec *spec, const lb_filter *filter,
+			       struct child_fds *fds, const lb_cgroup *cg)
 {
 	int rep = fds->report_w;
 	lb_error e;
@@ -273,6 +277,25 @@ static void run_init(const lb_run_spec *spec, const lb_filter *filter, struct ch
 	_exit(0);
 }
 
+/* C2's stack: its frames, and C3's until execve (vfork), hold a few pages; the rest is never
+ * touched. */
+#define INIT_STACK (1 << 20)
+
+struct init_args {
+	const lb_run_spec *spec;
+	const lb_filter *filter;
+	struct child_fds *fds;
+	const lb_cgroup *cg;
+	int lifeline_w;
+};
+
+static int init_main(void *arg)
+{
+	struct init_args *a = arg;
+	close(a->lifeline_w);
+	run_init(a->spec, a->filter, a->fds, a->cg);
+}
+
 /* C1, once C2 runs: waits for the caller's word (a byte, or EOF if the caller is gone), then
  * ends the run. C2 may have ended on its own by then; as C2's parent, C1 alone can reap it, so
  * the pid it kills cannot have been recycled. Waiting for C2 also waits for the kernel to empty
@@ -286,6 +309,20 @@ _Noreturn static void end_run_when_told(pid_t init, int stop_r)
 	while (waitpid(init, NULL, 0) < 0 && errno == EINTR)
 		;
 	_exit(0);
+}
+
+/* C1 after C2 is cloned: all it has left to do is kill C2 (as the sandbox user, in the jail's
+ * user namespace) and reap it, so it keeps CAP_KILL and nothing else: were C2, which shares its
+ * memory, ever subverted, it would gain no more than that. A raw capset, since C1 must not call
+ * malloc beside C2 (glibc, which knows nothing of C2, takes no lock). */
+static void keep_only_kill(void)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {0};
+	data[CAP_TO_INDEX(CAP_KILL)].effective = data[CAP_TO_INDEX(CAP_KILL)].permitted =
+		CAP_TO_MASK(CAP_KILL);
+	(void)syscall(SYS_capset, &hdr, data);
+	(void)prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 
 /* C1. Never returns. */
@@ -312,13 +349,23 @@ static void enter_and_fork(lb_jail *j, const lb_run_spec *spec, const lb_filter 
 	if (pipe2(lifeline, O_CLOEXEC) < 0)
 		lb_child_fail(rep, errno, "pipe2");
 	fds->lifeline_r = lifeline[0];
-	pid_t init = fork();
+	/* C2 shares C1's memory (CLONE_VM) instead of copying it: C1 is a copy of the caller,
+	 * whose page tables a fork would copy once more and C2's exit tear down again (the larger
+	 * the caller, the slower every run). C1's memory is its own, and from here on C1 only makes
+	 * system calls (capset, prctl, read, kill, waitpid, _exit; never malloc), so the two share
+	 * no data but errno. C2 runs on a stack of its own, its arguments in storage C1 does not
+	 * reuse (static: C1 is a private copy); its files, credentials and filter are its own. */
+	static struct init_args args;
+	args = (struct init_args){spec, filter, fds, cg, lifeline[1]};
+	void *stack = mmap(NULL, INIT_STACK, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	/* the lowest page a guard: an overflow faults instead of writing into other memory */
+	if (stack == MAP_FAILED || mprotect(stack, 4096, PROT_NONE) < 0)
+		lb_child_fail(rep, errno, "a stack for the run's init");
+	pid_t init = clone(init_main, (char *)stack + INIT_STACK, CLONE_VM | SIGCHLD, &args);
 	if (init < 0)
 		lb_child_fail(rep, errno, "fork into the run's pid namespace");
-	if (init == 0) {
-		close(lifeline[1]);
-		run_init(spec, filter, fds, cg);
-	}
+	keep_only_kill();
 	int keep[] = {fds->stop_r, lifeline[1]};
 	lb_close_fds_except(keep, 2);
 	end_run_when_told(init, fds->stop_r);

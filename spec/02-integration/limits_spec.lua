@@ -192,7 +192,7 @@ end)
 -- The native chain moves a run's first child into the run's cgroups (on v1 by its one thread,
 -- which spares the kernel's threadgroup lock and its RCU grace period): everything the run
 -- starts, processes and their threads, must be in them in every hierarchy, and the caller in none.
-describe("a native run's cgroups", function()
+describe("a native run's processes", function()
     local function lines(path)
         local out, f = {}, io.open(path, "rb")
         if not f then return out end
@@ -212,7 +212,7 @@ describe("a native run's cgroups", function()
         end
     end
 
-    it("holds every process and thread of the run, never the caller", function()
+    it("are all in the run's cgroups, the caller in none; the first child keeps only CAP_KILL", function()
         local version = core.cgroup()
         if not (helpers.is_root() and (version == 1 or version == 2)) or (os.getenv("LLMBOX_BACKEND") or "native") ~= "native" then
             pending("needs root, per-run cgroups and the native backend")
@@ -259,5 +259,27 @@ describe("a native run's cgroups", function()
         for _, c in ipairs(controllers) do
             assert.is_nil((cgroup_of(caller, caller, c) or ""):find("/llmbox/", 1, true), "the caller moved too")
         end
+
+        -- the run's first child shares its memory with the init (pid 1 of the run), so once the
+        -- init runs it keeps only CAP_KILL (to end the run); the init keeps nothing
+        local function status(pid)
+            local t = {}
+            for _, l in ipairs(lines("/proc/" .. pid .. "/status")) do
+                local k, v = l:match("^(%w+):%s*(.-)%s*$")
+                if k then t[k] = v end
+            end
+            return t
+        end
+        local first, init
+        for pid in helpers.capture("pgrep -P " .. caller .. " || true"):gmatch("%d+") do
+            for child in helpers.capture("pgrep -P " .. pid .. " || true"):gmatch("%d+") do
+                if status(child).Name == "llmbox-init" then first, init = pid, child end
+            end
+        end
+        assert.is_truthy(first, "no first child with an llmbox-init below it")
+        local c1, c2 = status(first), status(init)
+        assert.same({ "0000000000000020", "0000000000000020", "0000000000000000", "1" },
+            { c1.CapEff, c1.CapPrm, c1.CapInh, c1.NoNewPrivs }, "the first child")
+        assert.same({ "0000000000000000", "0000000000000000", "1" }, { c2.CapEff, c2.CapPrm, c2.NoNewPrivs }, "the init")
     end)
 end)

@@ -808,8 +808,9 @@ do
     mem.per_sandbox_kib = m.idle > 0 and m.sandbox_pss_kib / m.idle or nil
     local by_comm = {}
     for _, p in ipairs(m.processes) do
-        by_comm[p.comm] = by_comm[p.comm] or { n = 0, kib = 0 }
+        by_comm[p.comm] = by_comm[p.comm] or { n = 0, kib = 0, shared = 0 }
         by_comm[p.comm].n = by_comm[p.comm].n + 1
+        if p.shares_parent_memory then by_comm[p.comm].shared = by_comm[p.comm].shared + 1 end
         by_comm[p.comm].kib = by_comm[p.comm].kib + p.pss_kib
     end
     mem.by_comm = by_comm
@@ -1132,7 +1133,8 @@ out("")
 out("## Memory of idle pooled sandboxes (PSS)")
 out("")
 out(fmt("A pool with min = %d, all prewarmed and idle (%d idle, %d starting). PSS summed over every " ..
-    "process below the pool's host process.", MEM_N, mem.idle, mem.starting))
+    "process below the pool's host process, each address space once (a run's init shares its " ..
+    "first child's).", MEM_N, mem.idle, mem.starting))
 out("")
 out("| what | PSS |")
 out("|---|---|")
@@ -1142,7 +1144,9 @@ local comms = {}
 for c in pairs(mem.by_comm) do comms[#comms + 1] = c end
 table.sort(comms)
 for _, c in ipairs(comms) do
-    out(fmt("| of which `%s` processes | %d, %.2f MiB |", c, mem.by_comm[c].n, mem.by_comm[c].kib / 1024))
+    local bc = mem.by_comm[c]
+    out(fmt("| of which `%s` processes | %d, %.2f MiB%s |", c, bc.n, bc.kib / 1024,
+        bc.shared > 0 and fmt(" (%d share their parent's address space: counted with it)", bc.shared) or ""))
 end
 out(fmt("| the host process holding the pool (llmbox script) | %.2f MiB |", (mem.host_pss_kib or 0) / 1024))
 out("")

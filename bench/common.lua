@@ -25,6 +25,7 @@ for _, decl in ipairs({
     "int getpid(void);",
     "int kill(int pid, int sig);",
     "extern char **environ;",
+    "long syscall(long number, ...);",
 }) do
     pcall(ffi.cdef, decl)
 end
@@ -178,6 +179,16 @@ function _M.pss_kib(pid)
     local s = _M.read_file("/proc/" .. pid .. "/smaps_rollup")
     if not s then return nil end
     return tonumber(s:match("\nPss:%s+(%d+) kB"))
+end
+
+-- Whether two processes share one address space (kcmp(2), KCMP_VM). A run's init shares its
+-- first child's (runtime/chain.c): smaps_rollup reports those pages under both, so a sum over
+-- processes must count them once. Unknown architectures: false (the sum may then count twice).
+local SYS_KCMP = ({ x64 = 312, arm64 = 272 })[ffi.arch]
+function _M.same_vm(a, b)
+    if not SYS_KCMP then return false end
+    return C.syscall(SYS_KCMP, ffi.new("int", a), ffi.new("int", b), ffi.new("int", 1),
+        ffi.new("unsigned long", 0), ffi.new("unsigned long", 0)) == 0
 end
 
 function _M.comm(pid)

@@ -47,11 +47,16 @@ if mode == "mem" then
     local st = p:stats()
     local me = B.getpid()
     local procs, total = {}, 0
+    local info = require("llmbox.util").processes()
     for _, pid in ipairs(B.descendants(me)) do
+        -- a run's init shares its parent's address space: its pages are counted with the parent
+        local ppid = info[pid] and info[pid].ppid
+        local shared = ppid ~= nil and ppid ~= me and B.same_vm(pid, ppid)
         local k = B.pss_kib(pid)
         if k then
+            if shared then k = 0 end
             total = total + k
-            procs[#procs + 1] = { pid = pid, comm = B.comm(pid), pss_kib = k }
+            procs[#procs + 1] = { pid = pid, comm = B.comm(pid), pss_kib = k, shares_parent_memory = shared or nil }
         end
     end
     -- each ready sandbox is at least its supervisor, its init and its interpreter: fewer means

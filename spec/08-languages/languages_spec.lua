@@ -299,3 +299,22 @@ func main() {
         assert.equal(before, listing())
     end)
 end)
+
+-- `make` compiles the Python recipe's files beside them (PEP 552 pycs, checked against the
+-- source's hash) and every run writes them into the jail with the sources: the interpreter loads
+-- llmbox's startup hook instead of compiling it at each start.
+describe("python: llmbox's startup hook comes precompiled #unpriv", function()
+    it("a run's sitecustomize has a pyc for this interpreter, checked against its source", function()
+        local s = assert(llmbox.session({ lang = "python" }))
+        local r = assert(s:run([[
+import importlib.util, sitecustomize
+pyc = open(sitecustomize.__spec__.cached, "rb").read()
+src = open(sitecustomize.__file__, "rb").read()
+print(pyc[:4] == importlib.util.MAGIC_NUMBER, int.from_bytes(pyc[4:8], "little"),
+      pyc[8:16] == importlib.util.source_hash(src), sitecustomize.__file__)
+]]))
+        s:close()
+        -- flags 3: hash-based and checked, so a source that changed is compiled, never shadowed
+        assert.equal("True 3 True /tmp/llmbox/hooks/sitecustomize.py\n", r.stdout, r.stderr)
+    end)
+end)

@@ -199,17 +199,44 @@ end
 -- under a running program (an operator edits them between deployments).
 local shipped = {}
 
+local function read_shipped(src)
+    local data = shipped[src]
+    if not data then
+        local f = assert(io.open(src, "rb"))
+        data = f:read("*a")
+        f:close()
+        shipped[src] = data
+    end
+    return data
+end
+
+-- A Python file's bytecode, which `make` compiles beside it (__pycache__/NAME.TAG.pyc, checked
+-- against the source's hash): written beside the file in the jail, so the interpreter there
+-- loads it instead of compiling the source at each start. One of another Python version (TAG)
+-- or of another source is ignored by the interpreter. { { name, data } }, read once per process.
+local pycs = {}
+local function bytecode_of(src)
+    if pycs[src] == nil then
+        local dir, stem = src:match("^(.*)/([^/]+)%.py$")
+        local found = {}
+        for _, name in ipairs(dir and require("llmbox.core").listdir(dir .. "/__pycache__") or {}) do
+            if name:sub(1, #stem + 1) == stem .. "." and name:match("%.pyc$") then
+                found[#found + 1] = { name, read_shipped(dir .. "/__pycache__/" .. name) }
+            end
+        end
+        pycs[src] = found
+    end
+    return pycs[src]
+end
+
 local function add_shipped(files, recipe, list, layout)
     for _, h in ipairs(list) do
         local src = recipe.path:match("^(.*)/[^/]*$") .. "/" .. recipe.name .. "/" .. h.src
-        local data = shipped[src]
-        if not data then
-            local f = assert(io.open(src, "rb"))
-            data = f:read("*a")
-            f:close()
-            shipped[src] = data
+        local dst = expand(h.dst, layout)
+        files[#files + 1] = { path = dst, data = read_shipped(src), mode = 420 }
+        for _, pyc in ipairs(bytecode_of(src)) do
+            files[#files + 1] = { path = dst:match("^(.*)/") .. "/__pycache__/" .. pyc[1], data = pyc[2], mode = 420 }
         end
-        files[#files + 1] = { path = expand(h.dst, layout), data = data, mode = 420 }
     end
     return files
 end

@@ -314,15 +314,21 @@ _Noreturn static void end_run_when_told(pid_t init, int stop_r)
 /* C1 after C2 is cloned: all it has left to do is kill C2 (as the sandbox user, in the jail's
  * user namespace) and reap it, so it keeps CAP_KILL and nothing else: were C2, which shares its
  * memory, ever subverted, it would gain no more than that. A raw capset, since C1 must not call
- * malloc beside C2 (glibc, which knows nothing of C2, takes no lock). */
-static void keep_only_kill(void)
+ * malloc beside C2 (glibc, which knows nothing of C2, takes no lock). If that fails, the run
+ * does not go on with a more privileged C1: C2 is killed and reaped, and the setup fails. */
+static void keep_only_kill(pid_t init, int rep)
 {
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {0};
 	data[CAP_TO_INDEX(CAP_KILL)].effective = data[CAP_TO_INDEX(CAP_KILL)].permitted =
 		CAP_TO_MASK(CAP_KILL);
-	(void)syscall(SYS_capset, &hdr, data);
-	(void)prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	if (syscall(SYS_capset, &hdr, data) == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)
+		return;
+	int code = errno;
+	kill(init, SIGKILL);
+	while (waitpid(init, NULL, 0) < 0 && errno == EINTR)
+		;
+	lb_child_fail(rep, code, "dropping the capabilities of the run's first child");
 }
 
 /* C1. Never returns. */
@@ -365,7 +371,7 @@ static void enter_and_fork(lb_jail *j, const lb_run_spec *spec, const lb_filter 
 	pid_t init = clone(init_main, (char *)stack + INIT_STACK, CLONE_VM | SIGCHLD, &args);
 	if (init < 0)
 		lb_child_fail(rep, errno, "fork into the run's pid namespace");
-	keep_only_kill();
+	keep_only_kill(init, rep);
 	int keep[] = {fds->stop_r, lifeline[1]};
 	lb_close_fds_except(keep, 2);
 	end_run_when_told(init, fds->stop_r);

@@ -234,8 +234,9 @@ local function add_shipped(files, recipe, list, layout)
         local src = recipe.path:match("^(.*)/[^/]*$") .. "/" .. recipe.name .. "/" .. h.src
         local dst = expand(h.dst, layout)
         files[#files + 1] = { path = dst, data = read_shipped(src), mode = 420 }
-        for _, pyc in ipairs(bytecode_of(src)) do
-            files[#files + 1] = { path = dst:match("^(.*)/") .. "/__pycache__/" .. pyc[1], data = pyc[2], mode = 420 }
+        local dir = dst:match("^(.*)/")
+        for _, pyc in ipairs(dir and bytecode_of(src) or {}) do
+            files[#files + 1] = { path = dir .. "/__pycache__/" .. pyc[1], data = pyc[2], mode = 420 }
         end
     end
     return files

@@ -122,12 +122,16 @@ static long refused_forks(const char *events)
 }
 
 /* kill(-1) reaches every process it may signal but init and itself, all at once: rounds until
- * none is left (ESRCH), or 100 of them. */
+ * none is left (ESRCH). A killed process still answers until it has exited, which on a busy
+ * host can outlast 100 rounds back to back (CI saw a run's daemons alive after its end): a
+ * millisecond between rounds, for two seconds at most. */
 static void sweep_all(void)
 {
-	for (int i = 0; i < 100; i++)
+	for (int i = 0; i < 2000; i++) {
 		if (kill(-1, SIGKILL) != 0 && errno == ESRCH)
 			break;
+		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+	}
 }
 
 /* An interactive session's interpreter outlives the runs beside it: its helper (--cells) names

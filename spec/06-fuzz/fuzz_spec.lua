@@ -7,7 +7,9 @@ local helpers = require "spec.helpers"
 local q = helpers.shell_quote
 
 local SECONDS = 5
-local MIN_RUNS = 2000
+-- how many inputs prove that a target really ran: not a speed (CI runs the specs beside other
+-- runs on 2 cores, where the seccomp target once managed 1573 in 5 s)
+local MIN_RUNS = 500
 local TARGETS = { "seccomp", "lua_core", "paths", "tar", "resolve", "report", "http", "cell", "layer" }
 
 local function sh(cmd)

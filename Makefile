@@ -36,7 +36,7 @@ ALL_CFLAGS = $(WARN) $(HARDEN) $(VISIBILITY) $(CFLAGS) $(DEP_CFLAGS)
 ALL_LDFLAGS = -Wl,-z,relro,-z,now $(LDFLAGS)
 
 CORE_SRC := runtime/util.c runtime/fds.c runtime/caps.c runtime/seccomp.c runtime/jail.c \
-            runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/spawn.c runtime/supervise.c runtime/verdict.c runtime/cell.c \
+            runtime/limits.c runtime/cgroup.c runtime/chain.c runtime/chain_child.c runtime/chain_wire.c runtime/spawn.c runtime/supervise.c runtime/verdict.c runtime/cell.c \
             runtime/transfer.c runtime/layer.c runtime/lazy.c runtime/probe.c runtime/egress.c runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c \
             backends/native.c backends/wrapped.c
 # llmbox.http_core: the engine drivers' HTTP client, a module of its own (libcurl takes ~14 ms to
@@ -58,6 +58,11 @@ HELPER := build/lib/llmbox/container-exec
 # The program bwrap and nsjail start in the jails they built (backends/jail_ready.c): static, as any root
 # filesystem may be the jail's.
 READY := build/lib/llmbox/jail-ready
+# Every jailed run's first child (runtime/run_helper.c), exec'd by the caller: static, so it starts
+# without the dynamic loader. The linker takes from the archive only what the chain uses.
+RUN_HELPER := build/lib/llmbox/llmbox-run
+RUN_HELPER_LIB := build/obj/librun.a
+RUN_HELPER_OBJ := $(addprefix build/obj/runtime/,util.o fds.o caps.o seccomp.o jail.o limits.o cgroup.o chain.o chain_child.o chain_wire.o)
 # The kubernetes backend's syscall filter loader (backends/pod_filter.c): no libc, a few KB, as it
 # travels in each pod's environment.
 POD_FILTER := build/lib/llmbox/pod-filter
@@ -95,7 +100,7 @@ LUA_BC  := $(LUA_SRC:lua/%=build/lua/%)
 PY_HOOKS := $(wildcard lua/llmbox/recipes/python/*.py)
 PY_STAMP := build/pyc.stamp
 
-all: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(HELPER) $(READY) $(POD_FILTER) $(LUA_BC) $(PY_STAMP) paths
+all: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(RUN_HELPER) $(HELPER) $(READY) $(POD_FILTER) $(LUA_BC) $(PY_STAMP) paths
 
 $(PY_STAMP): $(PY_HOOKS)
 	@mkdir -p $(dir $@)
@@ -127,6 +132,14 @@ $(HTTP_MODULE): $(HTTP_OBJ)
 $(WS_MODULE): $(WS_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $^ $(ALL_LDFLAGS) $(WS_LIBS)
+
+$(RUN_HELPER_LIB): $(RUN_HELPER_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(RUN_HELPER): build/obj/runtime/run_helper.o $(RUN_HELPER_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -static -s -o $@ $^ $(ALL_LDFLAGS) -lseccomp -lcap
 
 $(HELPER): backends/container_exec.c
 	@mkdir -p $(dir $@)
@@ -215,12 +228,13 @@ lint: deps-test
 format:
 	clang-format -i $(CORE_SRC) $(HTTP_SRC) $(WS_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c backends/pod_filter.c $(HEADERS)
 
-install: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(HELPER) $(READY) $(POD_FILTER) $(PY_STAMP)
+install: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(RUN_HELPER) $(HELPER) $(READY) $(POD_FILTER) $(PY_STAMP)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR) $(DESTDIR)$(DATADIR)/policies/pools
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/llmbox
 	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/llmbox/core.so
 	install -m 0755 $(HTTP_MODULE) $(DESTDIR)$(LIBDIR)/llmbox/http_core.so
 	install -m 0755 $(WS_MODULE) $(DESTDIR)$(LIBDIR)/llmbox/ws_core.so
+	install -m 0755 $(RUN_HELPER) $(DESTDIR)$(LIBDIR)/llmbox/llmbox-run
 	install -m 0755 $(HELPER) $(DESTDIR)$(LIBDIR)/llmbox/container-exec
 	install -m 0755 $(READY) $(DESTDIR)$(LIBDIR)/llmbox/jail-ready
 	install -m 0755 $(POD_FILTER) $(DESTDIR)$(LIBDIR)/llmbox/pod-filter

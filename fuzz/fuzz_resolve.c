@@ -1,5 +1,5 @@
 /* Fuzz target "resolve": the PATH search the supervisor does for argv[0] before execve
- * (lb_resolve_command in chain.c, reached by including that file unchanged), with a
+ * (lb_resolve_command in chain_child.c, reached by including that file unchanged), with a
  * fuzzed command name and a fuzzed environment, against real files made under $LB_FUZZ_TMP:
  * bin/a and bin/ab (executable), bin/noexec (not executable), bin/dir/ (a directory).
  *
@@ -13,7 +13,7 @@
  *  - dir-match: a directory named like the command matches (access(X_OK) is true for
  *    directories), so it shadows the real program later in PATH and the run fails with 126;
  *    so does an empty argv[0]. */
-#include "../runtime/chain.c"
+#include "../runtime/chain_child.c"
 
 #include <limits.h>
 #include "harness.h"

@@ -73,6 +73,11 @@ size_t lb_jail_keep_fds(const lb_jail *j, int *keep, size_t n);
 int lb_become_sandbox_user(lb_error *err);
 int lb_caps_drop_all(lb_error *err);
 
+/* Where llmbox's run helper (llmbox-run, run_helper.c) is: every jailed run's first child is it,
+ * exec'd. Set once, before the first run (llmbox.backends.native does, from the C module's path);
+ * checked to be an executable file. */
+int lb_set_run_helper(const char *path, lb_error *err);
+
 /* Closes every fd >= 3 except those listed. */
 void lb_close_fds_except(const int *keep, size_t n);
 /* Closes *fd if open and marks it closed (-1). */
@@ -159,6 +164,9 @@ int lb_apply_rlimits(const lb_limits *lim, const lb_cgroup *cg, lb_error *err);
 
 /* seccomp.c */
 int lb_filter_load(const lb_filter *f, lb_error *err);
+/* A filter holding a copy of a compiled program (lb_filter_program's bytes), for the run helper;
+ * NULL with err filled when it is not a whole number of BPF instructions. */
+lb_filter *lb_filter_from_program(const void *prog, size_t len, lb_error *err);
 
 /* ---- the Lua modules' shared helpers (lua_util.c) ---- */
 struct lua_State;

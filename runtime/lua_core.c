@@ -42,7 +42,8 @@
  *                                         process whose whole tree dies with it, for backends
  *                                         that wrap another sandbox program)
  *   core.reap([block])                 (pools: collect what finished prestarted runs left)
- *   core.tar_entries(archive [, max])  -> { {name, size, data}, ... } | nil, err (an archive
+ *   core.set_run_helper(path)          -> true | nil, err (llmbox-run: every jailed run's first
+ * child) core.tar_entries(archive [, max])  -> { {name, size, data}, ... } | nil, err (an archive
  *                                         someone else made, read as untrusted; lb_tar_entries)
  *   core.tar_pack(files [, uid, gid])  -> archive | nil, err (files as a run's, for a
  *                                         container's `tar -x -C /`; lb_tar_pack)
@@ -1426,6 +1427,17 @@ static int l_reap(lua_State *L)
 	return 0;
 }
 
+/* core.set_run_helper(path) -> true | nil, err, errno_name: where llmbox-run is (lb_set_run_helper)
+ */
+static int l_set_run_helper(lua_State *L)
+{
+	lb_error err;
+	if (lb_set_run_helper(luaL_checkstring(L, 1), &err) < 0)
+		return lb_lua_push_error(L, &err);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 /* When the Lua state closes (the CLI's end, luajit's, an nginx worker's): every process llmbox
  * started is reaped by llmbox, not left to whoever inherits them. */
 static int l_reap_all(lua_State *L)
@@ -1632,6 +1644,7 @@ int luaopen_llmbox_core(lua_State *L)
 					 {"listdir", l_listdir},
 					 {"cgroup", l_cgroup},
 					 {"reap", l_reap},
+					 {"set_run_helper", l_set_run_helper},
 					 {"spawn", l_spawn},
 					 {"tar_entries", l_tar_entries},
 					 {"tar_pack", l_tar_pack},

@@ -51,6 +51,32 @@ const char *lb_resolve_command(const char *cmd, const char *const *envp, char *b
 _Noreturn void lb_exec_program(const lb_run_spec *spec, const lb_filter *filter,
 			       struct child_fds *fds, const lb_cgroup *cg);
 
+/* C1, in the run helper: joins the run's cgroups and the jail's namespaces, starts C2 and waits
+ * for the caller's word (see the top of chain.c). Never returns. */
+_Noreturn void lb_chain_first_child(const lb_jail *j, const lb_run_spec *spec,
+				    const lb_filter *filter, struct child_fds *fds,
+				    const lb_cgroup *cg, pid_t parent);
+
+/* What the caller tells the run helper (chain_wire.c): the run's spec as the chain uses it (not
+ * its stdin, callbacks or prestart flag, which stay with the caller), the filter, the cgroups,
+ * the jail and the descriptors, which the helper inherits under the same numbers. */
+struct lb_chain_job {
+	pid_t parent;
+	lb_jail jail;
+	struct child_fds fds;
+	lb_cgroup cg;
+	lb_run_spec spec;
+	lb_filter *filter; /* NULL: none */
+	void *mem;	   /* what the spec's pointers point into */
+};
+
+/* Writes the job to fd (a memfd the helper reads from its start). */
+int lb_chain_encode(int fd, pid_t parent, const lb_jail *j, const lb_run_spec *spec,
+		    const lb_filter *filter, const struct child_fds *fds, const lb_cgroup *cg,
+		    lb_error *err);
+/* Reads a job lb_chain_encode wrote, from the start of fd; refuses one from another build. */
+int lb_chain_decode(int fd, struct lb_chain_job *job, lb_error *err);
+
 /* Ends the run's processes: C1 kills the run's init (and with it the whole pid namespace),
  * reaps it and exits. Returns at once; calling it again does nothing. */
 void lb_run_stop(lb_pending *p);

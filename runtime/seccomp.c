@@ -381,6 +381,27 @@ const void *lb_filter_program(const lb_filter *f, size_t *len)
 	return f->prog.filter;
 }
 
+lb_filter *lb_filter_from_program(const void *prog, size_t len, lb_error *err)
+{
+	size_t n = len / sizeof(struct sock_filter);
+	if (n == 0 || n > BPF_MAXINSNS || len % sizeof(struct sock_filter)) {
+		lb_fail(err, EINVAL, "a seccomp program of %zu bytes", len);
+		return NULL;
+	}
+	lb_filter *f = calloc(1, sizeof *f);
+	struct sock_filter *insns = malloc(len);
+	if (!f || !insns) {
+		free(f);
+		free(insns);
+		lb_fail(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	memcpy(insns, prog, len);
+	f->prog.len = (unsigned short)n;
+	f->prog.filter = insns;
+	return f;
+}
+
 void lb_filter_free(lb_filter *f)
 {
 	if (f) {

@@ -11,6 +11,14 @@ local _M = { _VERSION = "0.1.0", name = "native" }
 
 _M.capabilities = core.backends().native
 
+-- Every run's first child is llmbox's run helper (runtime/run_helper.c), exec'd: beside the C
+-- module (build/lib/llmbox/llmbox-run, or where `make install` put it). Without it runs fail and
+-- say so (lb_run_begin).
+do
+    local so = package.searchpath("llmbox.core", package.cpath)
+    if so then core.set_run_helper((so:gsub("core%.so$", "llmbox-run"))) end
+end
+
 -- Where things are in the jail: the workspace is the session's size-limited tmpfs, llmbox's own
 -- files (the code, the recipes' hooks, plots) live in the jail's private /tmp, outside it.
 _M.layout = { workspace = "/sandbox", code = "/tmp/llmbox", plots = "/tmp/llmbox/plots", tmp = "/tmp" }

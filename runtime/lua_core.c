@@ -42,8 +42,8 @@
  *                                         process whose whole tree dies with it, for backends
  *                                         that wrap another sandbox program)
  *   core.reap([block])                 (pools: collect what finished prestarted runs left)
- *   core.set_run_helper(path)          -> true | nil, err (llmbox-run: every jailed run's first
- * child) core.tar_entries(archive [, max])  -> { {name, size, data}, ... } | nil, err (an archive
+ *   core.set_run_helper(path)          -> true | nil, err (llmbox-run, each run's first child)
+ *   core.tar_entries(archive [, max])  -> { {name, size, data}, ... } | nil, err (an archive
  *                                         someone else made, read as untrusted; lb_tar_entries)
  *   core.tar_pack(files [, uid, gid])  -> archive | nil, err (files as a run's, for a
  *                                         container's `tar -x -C /`; lb_tar_pack)
@@ -1427,8 +1427,7 @@ static int l_reap(lua_State *L)
 	return 0;
 }
 
-/* core.set_run_helper(path) -> true | nil, err, errno_name: where llmbox-run is (lb_set_run_helper)
- */
+/* core.set_run_helper(path) -> true | nil, err, errno_name: where llmbox-run is */
 static int l_set_run_helper(lua_State *L)
 {
 	lb_error err;

@@ -104,9 +104,9 @@ all: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(RUN_HELPER) $(HELPER) $(READ
 
 $(PY_STAMP): $(PY_HOOKS)
 	@mkdir -p $(dir $@)
-	@# (without python3 here there are no pycs: runs then compile the hooks, as before)
-	@[ ! -x /usr/bin/python3 ] || /usr/bin/python3 -c 'import os, py_compile, sys; [py_compile.compile(f, dfile=os.path.basename(f), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH) for f in sys.argv[1:]]' $^
-	@touch $@
+	@# (without python3 here there are no pycs, and no stamp: the next make tries again; runs
+	@# meanwhile compile the hooks, as before)
+	@if [ -x /usr/bin/python3 ]; then /usr/bin/python3 -c 'import os, py_compile, sys; [py_compile.compile(f, dfile=os.path.basename(f), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH) for f in sys.argv[1:]]' $^ && touch $@; fi
 
 build/lua/%.lua: lua/%.lua
 	@mkdir -p $(dir $@)
@@ -253,7 +253,7 @@ uninstall:
 	rm -f $(DESTDIR)$(LUADIR)/resty/llmbox.lua
 
 clean:
-	rm -rf build
+	rm -rf build lua/llmbox/recipes/python/__pycache__
 
 # make bench: latency, throughput and memory of fresh Python sandboxes next to bare python3, bwrap,
 # docker and podman; writes bench/results/ (see bench/README.md). BENCH_QUICK=1: fewer iterations.

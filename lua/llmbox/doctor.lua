@@ -211,7 +211,8 @@ function _M.report()
     local f = io.open("/proc/mounts", "rb")
     local fast, moves, at = _M.cgroup_moves(f and f:read("*a"), p.cgroup_version)
     if f then f:close() end
-    add("cgroup moves", "probe", fast, moves, at and ("as root: mount -o remount,favordynmods " .. at
+    -- read from the mounts and the cgroup version, not measured
+    add("cgroup moves", "fact", fast, moves, at and ("as root: mount -o remount,favordynmods " .. at
         .. " (Linux >= 6.0; host-wide: forks and exits take that lock's slower side instead; "
         .. "see README, \"Where the time goes\")"), true)
 

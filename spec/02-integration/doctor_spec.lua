@@ -51,6 +51,7 @@ describe("llmbox doctor #unpriv", function()
         end
         assert.is_truthy(found, text)
         assert.equal(here, found.ok)
+        assert.equal("fact", found.source) -- read from the mounts, not measured
         assert.is_true(found.advice)
         if not here then
             assert.equal("as root: mount -o remount,favordynmods " .. remount_at, found.fix:match("^[^(]*"):gsub("%s+$", ""))

@@ -17,6 +17,7 @@ describe("installation", function()
         assert.is_true(ok, out)
         local root = dest .. "/opt/llmbox"
         for _, f in ipairs({ "/bin/llmbox", "/lib/lua/5.1/llmbox/core.so", "/lib/lua/5.1/llmbox/http_core.so", "/lib/lua/5.1/llmbox/ws_core.so",
+            "/lib/lua/5.1/llmbox/llmbox-run",
             "/share/lua/5.1/llmbox/init.lua", "/share/lua/5.1/resty/llmbox.lua",
             "/share/lua/5.1/llmbox/recipes/python.lua", "/share/llmbox/policies/default.lua" }) do
             assert.is_truthy(helpers.read(root .. f), "missing " .. f)
@@ -58,6 +59,17 @@ io.write(code, "\n")
         assert.is_true(ok, out)
         assert.equal("2\n", out)
         sh("rm -rf " .. q(dest))
+    end)
+
+    it("a C module without its run helper beside it: runs fail and say how to fix it", function()
+        local dir = helpers.tmppath()
+        assert.is_true(sh("mkdir -p " .. q(dir .. "/llmbox") .. " && cp build/lib/llmbox/core.so " .. q(dir .. "/llmbox/")))
+        local ok, out = sh("LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH=" .. q(dir .. "/?.so;;")
+            .. [[ luajit -e 'local s = assert(require("llmbox").session({ lang = "python" }))
+local r, err = s:run("print(1)"); s:close(); io.write(tostring(r), " ", tostring(err))']])
+        sh("rm -rf " .. q(dir))
+        assert.is_true(ok, out)
+        assert.matches("^nil .*llmbox%-run.*run make, or reinstall llmbox", out)
     end)
 
     it("luarocks make with the rockspec", function()

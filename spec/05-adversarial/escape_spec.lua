@@ -670,3 +670,78 @@ s:close()
         assert.not_matches(token, out, 1, true)
     end)
 end)
+
+-- Whether pid's readable memory holds needle (root reads any process's /proc/PID/mem); nil when
+-- the process is gone.
+local function memory_holds(pid, needle)
+    local maps = io.open("/proc/" .. pid .. "/maps", "rb")
+    local mem = io.open("/proc/" .. pid .. "/mem", "rb")
+    if not (maps and mem) then
+        if maps then maps:close() end
+        if mem then mem:close() end
+        return nil
+    end
+    local found, read = false, 0
+    for l in maps:lines() do
+        local a, b, perms, name = l:match("^(%x+)%-(%x+) (%S+) %S+ %S+ %S+%s*(.*)$")
+        if a and perms:sub(1, 1) == "r" and not name:match("^%[v") then
+            local from, to = tonumber(a, 16), tonumber(b, 16)
+            local data = to - from <= 512 * 1024 * 1024 and mem:seek("set", from) and mem:read(to - from)
+            if data then
+                read = read + #data
+                if data:find(needle, 1, true) then found = true break end
+            end
+        end
+    end
+    maps:close()
+    mem:close()
+    return found, read
+end
+
+describe("escape: what the caller's process leaves in the run's first processes (native, root)", function()
+    it("nothing of the caller's memory is in the run's first child or its pid 1", function()
+        -- the run's first child and pid 1 used to be a fork of the caller: a copy of everything
+        -- it held (keys, tokens, other users' data) sat in processes beside the sandbox
+        if (os.getenv("LLMBOX_BACKEND") or "native") ~= "native" or not helpers.is_root() then
+            pending("the native backend's own processes, read as root")
+            return
+        end
+        local token = A.token("llmbox-heap")
+        local base = helpers.tmppath()
+        local script = helpers.write(base .. ".lua", ([[
+package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+package.cpath = "build/lib/?.so;" .. package.cpath
+local held = {}
+for i = 1, 64 do held[i] = string.rep("x", i) .. (%q):upper():lower() end
+local s = assert(require("llmbox").session({ lang = "python", policy = %q }))
+s:exec({ "sleep", "30" })
+]]):format(token, A.DEFAULT))
+        local p = io.popen("sh -c 'echo $$; exec luajit " .. script .. " 2>/dev/null'")
+        local caller = p:read("*l")
+        finally(function()
+            os.execute("kill " .. caller .. " 2>/dev/null")
+            p:close()
+            os.remove(script)
+            os.remove(base)
+        end)
+        local first, init
+        for _ = 1, 100 do
+            for pid in helpers.capture("pgrep -P " .. caller .. " || true"):gmatch("%d+") do
+                for child in helpers.capture("pgrep -P " .. pid .. " || true"):gmatch("%d+") do
+                    local comm = helpers.read("/proc/" .. child .. "/comm") or ""
+                    if comm:match("^llmbox%-init") then first, init = pid, child end
+                end
+            end
+            if init then break end
+            os.execute("sleep 0.1")
+        end
+        assert.is_truthy(init, "the run never started")
+        -- control: the caller holds the token, and the scan finds it there
+        assert.is_true(memory_holds(caller, token), "the scan does not find the token in the caller")
+        for _, pid in ipairs({ first, init }) do
+            local found, read = memory_holds(pid, token)
+            assert.is_false(found, "process " .. pid .. " holds the caller's memory")
+            assert.is_true(read > 0, "nothing of process " .. pid .. " was read")
+        end
+    end)
+end)

@@ -317,4 +317,20 @@ print(pyc[:4] == importlib.util.MAGIC_NUMBER, int.from_bytes(pyc[4:8], "little")
         -- flags 3: hash-based and checked, so a source that changed is compiled, never shadowed
         assert.equal("True 3 True /tmp/llmbox/hooks/sitecustomize.py\n", r.stdout, r.stderr)
     end)
+
+    it("the warm and interactive programs, which run as __main__, get no pyc written for nothing", function()
+        local recipes = require "llmbox.recipes"
+        local py = assert(recipes.get("python"))
+        local layout = { workspace = "/sandbox", code = "/tmp/llmbox" }
+        for _, program in ipairs({ py.warm, py.interactive }) do
+            local pycs = {}
+            for _, f in ipairs(recipes.warm_files(py, layout, program)) do
+                local name = f.path:match("/__pycache__/([^.]+)%.")
+                if name then pycs[name] = true end
+            end
+            local main = program.run[#program.run]:match("([^/]+)%.py$")
+            assert.is_nil(pycs[main], main)
+            assert.is_true(pycs.sitecustomize and pycs.llmbox_preload, main)
+        end
+    end)
 end)

@@ -229,12 +229,16 @@ local function bytecode_of(src)
     return pycs[src]
 end
 
-local function add_shipped(files, recipe, list, layout)
+-- `run`: the program's argv, whose script runs as __main__, which Python never loads from a pyc
+-- (its pyc would be written for nothing)
+local function add_shipped(files, recipe, list, layout, run)
+    local main = {}
+    for _, a in ipairs(run or {}) do main[expand(a, layout)] = true end
     for _, h in ipairs(list) do
         local src = recipe.path:match("^(.*)/[^/]*$") .. "/" .. recipe.name .. "/" .. h.src
         local dst = expand(h.dst, layout)
         files[#files + 1] = { path = dst, data = read_shipped(src), mode = 420 }
-        local dir = dst:match("^(.*)/")
+        local dir = not main[dst] and dst:match("^(.*)/")
         for _, pyc in ipairs(dir and bytecode_of(src) or {}) do
             files[#files + 1] = { path = dir .. "/__pycache__/" .. pyc[1], data = pyc[2], mode = 420 }
         end
@@ -250,7 +254,7 @@ end
 -- The files a prestarted (warm) program needs: the hooks and its own; the code comes later.
 function _M.warm_files(recipe, layout, program)
     program = program or recipe.warm
-    return add_shipped(add_shipped({}, recipe, recipe.hooks, layout), recipe, program.files, layout)
+    return add_shipped(add_shipped({}, recipe, recipe.hooks, layout), recipe, program.files, layout, program.run)
 end
 
 return _M

@@ -69,41 +69,48 @@ int lb_set_run_helper(const char *path, lb_error *err)
 	return 0;
 }
 
-/* C1: the run helper, vfork'd (the caller waits only until the execve) with the descriptors
- * the run needs left open across it, under the same numbers the job names. Signals stay
- * blocked until the helper resets them, so no handler of the caller's runs in the child. */
-static pid_t spawn_helper(int job, const lb_jail *j, const struct child_fds *f)
-{
-	char job_arg[16], rep_arg[16];
-	snprintf(job_arg, sizeof job_arg, "%d", job);
-	snprintf(rep_arg, sizeof rep_arg, "%d", f->report_w);
-	char *const argv[] = {"llmbox-run", job_arg, rep_arg, NULL};
-	char *const envp[] = {NULL};
-	int pass[16] = {job,	     f->in_r,	  f->out_w,  f->err_w,
-			f->status_w, f->report_w, f->stop_r, f->ctl};
-	size_t n = lb_jail_keep_fds(j, pass, 8);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t pid = vfork();
-	if (pid == 0) {
-		for (size_t i = 0; i < n; i++)
-			if (pass[i] >= 0)
-				fcntl(pass[i], F_SETFD, 0);
-		execve(run_helper, argv, envp);
-		lb_child_fail(f->report_w, errno, "starting llmbox's run helper %s", run_helper);
-	}
-	int saved = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	errno = saved;
-	return pid;
-}
-
 double lb_now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+pid_t lb_exec_helper(int job, const int *pass, size_t n, int report_w, lb_error *err)
+{
+	if (!run_helper[0]) {
+		if (run_helper_err[0])
+			return lb_fail(err, ENOENT, "%s (run make, or reinstall llmbox)",
+				       run_helper_err);
+		return lb_fail(
+			err, ENOENT,
+			"llmbox's run helper (llmbox-run, beside the C module) was not found: "
+			"run make, or reinstall llmbox");
+	}
+	char job_arg[16], rep_arg[16];
+	snprintf(job_arg, sizeof job_arg, "%d", job);
+	snprintf(rep_arg, sizeof rep_arg, "%d", report_w);
+	char *const argv[] = {"llmbox-run", job_arg, rep_arg, NULL};
+	char *const envp[] = {NULL};
+	/* Signals stay blocked until the helper resets them: no handler of the caller's runs in
+	 * the child, which shares the caller's memory until the execve. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t pid = vfork();
+	if (pid == 0) {
+		fcntl(job, F_SETFD, 0);
+		for (size_t i = 0; i < n; i++)
+			if (pass[i] >= 0)
+				fcntl(pass[i], F_SETFD, 0);
+		execve(run_helper, argv, envp);
+		lb_child_fail(report_w, errno, "starting llmbox's run helper %s", run_helper);
+	}
+	int code = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0)
+		return lb_fail_sys(err, code, "vfork");
+	return pid;
 }
 
 void lb_close_fd(int *fd)
@@ -241,16 +248,6 @@ int lb_run_begin(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, l
 		lb_fail_sys(err, errno, "creating the run's pipes");
 		goto fail;
 	}
-	if (!run_helper[0]) {
-		if (run_helper_err[0])
-			lb_fail(err, ENOENT, "%s (run make, or reinstall llmbox)", run_helper_err);
-		else
-			lb_fail(err, ENOENT,
-				"llmbox's run helper (llmbox-run, beside the C module) was not "
-				"found: "
-				"run make, or reinstall llmbox");
-		goto fail;
-	}
 	if (lb_cgroup_create(&p->cg, &spec->limits, err) < 0)
 		goto fail;
 	struct child_fds fds = {in[0], o[1], e[1], st[1], rp[1], -1, stop[0], ctl[1]};
@@ -262,11 +259,11 @@ int lb_run_begin(lb_jail *j, const lb_run_spec *spec, const lb_filter *filter, l
 	if (lb_chain_encode(job, getpid(), j, spec, filter, &fds, &p->cg, err) < 0)
 		goto fail;
 	p->start = lb_now_ms();
-	p->c1 = spawn_helper(job, j, &fds);
-	if (p->c1 < 0) {
-		lb_fail_sys(err, errno, "vfork");
+	int pass[16] = {fds.in_r,     fds.out_w,  fds.err_w, fds.status_w,
+			fds.report_w, fds.stop_r, fds.ctl};
+	p->c1 = lb_exec_helper(job, pass, lb_jail_keep_fds(j, pass, 7), fds.report_w, err);
+	if (p->c1 < 0)
 		goto fail;
-	}
 	lb_close_fd(&job);
 	p->out = o[0];
 	p->err = e[0];

@@ -73,10 +73,23 @@ size_t lb_jail_keep_fds(const lb_jail *j, int *keep, size_t n);
 int lb_become_sandbox_user(lb_error *err);
 int lb_caps_drop_all(lb_error *err);
 
-/* Where llmbox's run helper (llmbox-run, run_helper.c) is: every jailed run's first child is it,
- * exec'd. Set once, before the first run (llmbox.backends.native does, from the C module's path);
- * checked to be an executable file. */
+/* ---- llmbox-run (run_helper.c): the first child of every native jail and run, exec'd ---- */
+/* Where it is. Set once, before the first jail (llmbox.backends.native does, from the C module's
+ * path); checked to be an executable file. */
 int lb_set_run_helper(const char *path, lb_error *err);
+/* vforks and execs it with the job in the memfd `job` (chain_wire.c), the descriptors in pass[]
+ * left open across the exec under the same numbers, report_w for its setup failures. Returns its
+ * pid, or -1 with err filled (it is not set, or vfork failed; an exec that fails is reported on
+ * report_w). */
+pid_t lb_exec_helper(int job, const int *pass, size_t n, int report_w, lb_error *err);
+/* A jail's opening as a job for the helper, and what the helper then does with it (jail.c, K0). */
+int lb_jail_job_encode(int fd, pid_t parent, const lb_jail_config *cfg, int report_w, int sync_r,
+		       lb_error *err);
+_Noreturn void lb_jail_first_child(const lb_jail_config *cfg, int report_w, int sync_r,
+				   pid_t parent);
+
+/* Empties the signal mask and sets every handler to its default (a new process of ours). */
+void lb_reset_signals(void);
 
 /* Closes every fd >= 3 except those listed. */
 void lb_close_fds_except(const int *keep, size_t n);

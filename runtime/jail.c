@@ -1,11 +1,12 @@
 /* The jail: namespaces and the filesystem the sandboxed program sees.
  *
- * lb_jail_open forks a setup child (K0) that creates new user, mount, network, uts, ipc, cgroup and
- * pid namespaces; the caller writes its uid/gid maps; K0 forks K1, pid 1 of the new pid namespace,
- * which builds the root filesystem (it must be in a new pid namespace to mount a /proc, which later
- * runs need as proof that /proc may be mounted). The caller then opens the namespace files and the
- * setup processes exit. The jail lives on as those fds: no daemon, no keeper process, and if the
- * caller dies the kernel frees everything.
+ * lb_jail_open starts a setup child (K0: llmbox-run, exec'd, so it holds nothing of the caller's
+ * memory) that creates new user, mount, network, uts, ipc, cgroup and pid namespaces; the caller
+ * writes its uid/gid maps; K0 forks K1, pid 1 of the new pid namespace, which builds the root
+ * filesystem (it must be in a new pid namespace to mount a /proc, which later runs need as proof
+ * that /proc may be mounted). The caller then opens the namespace files and the setup processes
+ * exit. The jail lives on as those fds: no daemon, no keeper process, and if the caller dies the
+ * kernel frees everything.
  *
  * Root filesystem (the bubblewrap recipe): a tmpfs staging area, pivot_root into it with the host
  * root kept at /oldroot, build /newroot from bind mounts of /oldroot, pivot into /newroot and
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -562,9 +564,54 @@ void lb_jail_task_discard(lb_jail_task *t)
 	free(t);
 }
 
+/* K0, in the run helper (exec'd by lb_jail_open_begin): makes the jail's namespaces, waits for
+ * the caller to write their id maps, and starts K1 to build the root. Never returns. */
+void lb_jail_first_child(const lb_jail_config *cfg, int report_w, int sync_r, pid_t parent)
+{
+	bool root = geteuid() == 0;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+	lb_reset_signals();
+	int keep[] = {report_w, sync_r};
+	lb_close_fds_except(keep, 2);
+	if (root && setgroups(0, NULL) < 0)
+		lb_child_fail(report_w, errno, "setgroups");
+	int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC |
+		    CLONE_NEWPID;
+	if (unshare(flags | CLONE_NEWCGROUP) < 0 && unshare(flags) < 0)
+		lb_child_fail(report_w, errno,
+			      "creating namespaces (are user namespaces enabled? see `llmbox "
+			      "doctor`)");
+	lb_child_progress(report_w, 'u');
+	char c;
+	if (read(sync_r, &c, 1) != 1) /* maps written */
+		_exit(127);
+	/* Become the mapped sandbox ids (capabilities in the new namespace stay): files made on
+	 * this jail's tmpfs need an owner that exists inside it. */
+	if (setresgid(LB_SANDBOX_GID, LB_SANDBOX_GID, LB_SANDBOX_GID) < 0 ||
+	    setresuid(LB_SANDBOX_UID, LB_SANDBOX_UID, LB_SANDBOX_UID) < 0)
+		lb_child_fail(report_w, errno, "switching to the sandbox ids");
+	/* vfork: K0 only waits for K1. K1 runs on while K0 is suspended; K0 afterwards only makes
+	 * system calls (close, waitpid, _exit), so what K1 does to the shared memory does not
+	 * matter to it. The caller talks to K1 by explicit records, never by EOF. */
+	pid_t k1 = vfork();
+	if (k1 < 0)
+		lb_child_fail(report_w, errno, "fork into the new pid namespace");
+	if (k1 == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		build_root(report_w, sync_r, cfg);
+	}
+	close(report_w);
+	int st;
+	while (waitpid(k1, &st, 0) < 0 && errno == EINTR)
+		;
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
+}
+
 lb_jail_task *lb_jail_open_begin(const lb_jail_config *cfg, lb_error *err)
 {
-	int report[2] = {-1, -1}, sync[2] = {-1, -1};
+	int report[2] = {-1, -1}, sync[2] = {-1, -1}, job = -1;
 	lb_jail *j = calloc(1, sizeof *j);
 	if (!j) {
 		lb_fail(err, ENOMEM, "out of memory");
@@ -588,54 +635,18 @@ lb_jail_task *lb_jail_open_begin(const lb_jail_config *cfg, lb_error *err)
 		lb_fail_sys(err, errno, "pipe2");
 		goto fail;
 	}
-	pid_t parent = getpid();
-	pid_t k0 = fork();
-	if (k0 < 0) {
-		lb_fail_sys(err, errno, "fork");
+	job = memfd_create("llmbox-jail-job", MFD_CLOEXEC);
+	if (job < 0) {
+		lb_fail_sys(err, errno, "memfd_create");
 		goto fail;
 	}
-	if (k0 == 0) {
-		close(report[0]);
-		close(sync[1]);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		int keep[] = {report[1], sync[0]};
-		lb_close_fds_except(keep, 2);
-		if (root && setgroups(0, NULL) < 0)
-			lb_child_fail(report[1], errno, "setgroups");
-		int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS |
-			    CLONE_NEWIPC | CLONE_NEWPID;
-		if (unshare(flags | CLONE_NEWCGROUP) < 0 && unshare(flags) < 0)
-			lb_child_fail(report[1], errno,
-				      "creating namespaces (are user namespaces enabled? see "
-				      "`llmbox doctor`)");
-		lb_child_progress(report[1], 'u');
-		char c;
-		if (read(sync[0], &c, 1) != 1) /* maps written */
-			_exit(127);
-		/* Become the mapped sandbox ids (capabilities in the new namespace stay): files
-		 * made on this jail's tmpfs need an owner that exists inside it. */
-		if (setresgid(LB_SANDBOX_GID, LB_SANDBOX_GID, LB_SANDBOX_GID) < 0 ||
-		    setresuid(LB_SANDBOX_UID, LB_SANDBOX_UID, LB_SANDBOX_UID) < 0)
-			lb_child_fail(report[1], errno, "switching to the sandbox ids");
-		/* vfork: K0 only waits for K1, and another copy of the caller's address space costs
-		 * ~1.5 ms on some VMs. K1 runs on while K0 is suspended; K0 afterwards only makes
-		 * system calls (close, waitpid, _exit), so what K1 does to the shared memory does
-		 * not matter to it. The caller talks to K1 by explicit records, never by EOF. */
-		pid_t k1 = vfork();
-		if (k1 < 0)
-			lb_child_fail(report[1], errno, "fork into the new pid namespace");
-		if (k1 == 0) {
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			build_root(report[1], sync[0], cfg);
-		}
-		close(report[1]);
-		int st;
-		while (waitpid(k1, &st, 0) < 0 && errno == EINTR)
-			;
-		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
-	}
+	if (lb_jail_job_encode(job, getpid(), cfg, report[1], sync[0], err) < 0)
+		goto fail;
+	int pass[] = {report[1], sync[0]};
+	pid_t k0 = lb_exec_helper(job, pass, 2, report[1], err);
+	if (k0 < 0)
+		goto fail;
+	close(job);
 	close(report[1]);
 	close(sync[0]);
 	/* The report pipe carries lb_error records: progress ("u": namespaces made, "r": root
@@ -652,6 +663,8 @@ fail:
 		if (sync[i] >= 0)
 			close(sync[i]);
 	}
+	if (job >= 0)
+		close(job);
 	free(t);
 	lb_jail_close(j);
 	return NULL;

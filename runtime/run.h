@@ -44,7 +44,6 @@ struct child_fds {
 };
 
 /* Shared by the jailed chain (chain.c) and jail-less spawns (spawn.c). */
-void lb_reset_signals(void);
 const char *lb_resolve_command(const char *cmd, const char *const *envp, char *buf, size_t len);
 /* The program's process: setsid, stdio, cwd, rlimits, the filter (NULL: none), execve. Reports
  * failures on fds->report_w. Never returns. */
@@ -57,9 +56,10 @@ _Noreturn void lb_chain_first_child(const lb_jail *j, const lb_run_spec *spec,
 				    const lb_filter *filter, struct child_fds *fds,
 				    const lb_cgroup *cg, pid_t parent);
 
-/* What the caller tells the run helper (chain_wire.c): the run's spec as the chain uses it (not
+/* What the caller tells the run helper (chain_wire.c). A run: its spec as the chain uses it (not
  * its stdin, callbacks or prestart flag, which stay with the caller), the filter, the cgroups,
- * the jail and the descriptors, which the helper inherits under the same numbers. */
+ * the jail and the descriptors, which the helper inherits under the same numbers. A jail's
+ * opening: its config and the two descriptors of lb_jail_open_begin's handshake. */
 struct lb_chain_job {
 	pid_t parent;
 	lb_jail jail;
@@ -67,15 +67,28 @@ struct lb_chain_job {
 	lb_cgroup cg;
 	lb_run_spec spec;
 	lb_filter *filter; /* NULL: none */
-	void *mem;	   /* what the spec's pointers point into */
 };
 
-/* Writes the job to fd (a memfd the helper reads from its start). */
+struct lb_jail_job {
+	pid_t parent;
+	int report_w, sync_r;
+	lb_jail_config cfg;
+};
+
+struct lb_helper_job {
+	bool is_jail;
+	struct lb_chain_job run;
+	struct lb_jail_job jail;
+	int report_w; /* the one the job names */
+};
+
+/* Writes a run's job to fd (a memfd the helper reads from its start). */
 int lb_chain_encode(int fd, pid_t parent, const lb_jail *j, const lb_run_spec *spec,
 		    const lb_filter *filter, const struct child_fds *fds, const lb_cgroup *cg,
 		    lb_error *err);
-/* Reads a job lb_chain_encode wrote, from the start of fd; refuses one from another build. */
-int lb_chain_decode(int fd, struct lb_chain_job *job, lb_error *err);
+/* Reads a job lb_chain_encode or lb_jail_job_encode wrote, from the start of fd; refuses one
+ * from another build. What the job's pointers point into is never freed (the helper's life). */
+int lb_helper_job_decode(int fd, struct lb_helper_job *job, lb_error *err);
 
 /* Ends the run's processes: C1 kills the run's init (and with it the whole pid namespace),
  * reaps it and exits. Returns at once; calling it again does nothing. */

@@ -69,6 +69,11 @@ int lb_set_run_helper(const char *path, lb_error *err)
 	return 0;
 }
 
+const char *lb_run_helper(void)
+{
+	return run_helper[0] ? run_helper : NULL;
+}
+
 double lb_now_ms(void)
 {
 	struct timespec ts;

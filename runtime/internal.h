@@ -77,6 +77,8 @@ int lb_caps_drop_all(lb_error *err);
 /* Where it is. Set once, before the first jail (llmbox.backends.native does, from the C module's
  * path); checked to be an executable file. */
 int lb_set_run_helper(const char *path, lb_error *err);
+/* Its path as set (resolved), or NULL. */
+const char *lb_run_helper(void);
 /* vforks and execs it with the job in the memfd `job` (chain_wire.c), the descriptors in pass[]
  * left open across the exec under the same numbers, report_w for its setup failures. Returns its
  * pid, or -1 with err filled (it is not set, or vfork failed; an exec that fails is reported on

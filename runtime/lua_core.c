@@ -42,7 +42,7 @@
  *                                         process whose whole tree dies with it, for backends
  *                                         that wrap another sandbox program)
  *   core.reap([block])                 (pools: collect what finished prestarted runs left)
- *   core.set_run_helper(path)          -> true | nil, err (llmbox-run, each run's first child)
+ *   core.set_run_helper(path)          -> path | nil, err (llmbox-run, each run's first child)
  *   core.tar_entries(archive [, max])  -> { {name, size, data}, ... } | nil, err (an archive
  *                                         someone else made, read as untrusted; lb_tar_entries)
  *   core.tar_pack(files [, uid, gid])  -> archive | nil, err (files as a run's, for a
@@ -1427,13 +1427,13 @@ static int l_reap(lua_State *L)
 	return 0;
 }
 
-/* core.set_run_helper(path) -> true | nil, err, errno_name: where llmbox-run is */
+/* core.set_run_helper(path) -> resolved path | nil, err, errno_name: where llmbox-run is */
 static int l_set_run_helper(lua_State *L)
 {
 	lb_error err;
 	if (lb_set_run_helper(luaL_checkstring(L, 1), &err) < 0)
 		return lb_lua_push_error(L, &err);
-	lua_pushboolean(L, 1);
+	lua_pushstring(L, lb_run_helper());
 	return 1;
 }
 

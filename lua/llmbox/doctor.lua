@@ -216,6 +216,11 @@ function _M.report()
         .. " (Linux >= 6.0; host-wide: forks and exits take that lock's slower side instead; "
         .. "see README, \"Where the time goes\")"), true)
 
+    local native = require "llmbox.backends.native"
+    add("run helper", "fact", native.helper ~= nil, native.helper
+        and (native.helper .. ": every native jail's setup and run starts from it")
+        or native.helper_error, "run make, or reinstall llmbox (llmbox-run goes beside core.so)")
+
     local jail, s = jail_test(require "llmbox")
     local limits, limits_ok = {}, true
     for _, t in ipairs(limit_tests(p)) do

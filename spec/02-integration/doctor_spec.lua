@@ -20,6 +20,21 @@ local function doctor_json(prefix)
 end
 
 describe("llmbox doctor #unpriv", function()
+    it("names the run helper every native jail and run starts from", function()
+        local st, j, text = doctor_json()
+        assert.equal(0, st, text)
+        local found
+        for _, c in ipairs(j.checks) do
+            if c.name == "run helper" then found = c end
+        end
+        assert.is_truthy(found, text)
+        assert.same({ true, "fact" }, { found.ok, found.source })
+        local path = found.detail:match("^(/%S+/llmbox%-run):")
+        assert.is_truthy(path, found.detail)
+        assert.is_nil(path:find("/../", 1, true), "a resolved path: " .. path)
+        assert.is_true(os.execute("test -x " .. q(path)) == 0 or os.execute("test -x " .. q(path)) == true)
+    end)
+
     it("says whether moving runs into their cgroups waits for the kernel, and how to fix it", function()
         local moves = require("llmbox.doctor").cgroup_moves
         local ok, detail, at = moves("tmpfs /sys/fs/cgroup tmpfs rw 0 0\n"

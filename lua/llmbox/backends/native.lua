@@ -14,9 +14,13 @@ _M.capabilities = core.backends().native
 -- Every run's first child is llmbox's run helper (runtime/run_helper.c), exec'd: beside the C
 -- module (build/lib/llmbox/llmbox-run, or where `make install` put it). Without it runs fail and
 -- say so (lb_run_begin).
+-- _M.helper: its path once set; else _M.helper_error says why (llmbox doctor shows either).
 do
     local so = package.searchpath("llmbox.core", package.cpath)
-    if so then core.set_run_helper((so:gsub("core%.so$", "llmbox-run"))) end
+    local path = so and so:gsub("core%.so$", "llmbox-run")
+    local real, err = nil, "llmbox's C module (core.so) was not found on package.cpath"
+    if path then real, err = core.set_run_helper(path) end
+    if real then _M.helper = real else _M.helper_error = err end
 end
 
 -- Where things are in the jail: the workspace is the session's size-limited tmpfs, llmbox's own

@@ -304,10 +304,8 @@ static void keep_only_kill(pid_t init, int rep)
 	lb_child_fail(rep, code, "dropping the capabilities of the run's first child");
 }
 
-void lb_chain_first_child(const lb_jail *j, const lb_run_spec *spec, const lb_filter *filter,
-			  struct child_fds *fds, const lb_cgroup *cg, pid_t parent)
+void lb_child_begin(int rep, pid_t parent, const lb_cgroup *cg)
 {
-	int rep = fds->report_w;
 	lb_error e;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
@@ -315,6 +313,14 @@ void lb_chain_first_child(const lb_jail *j, const lb_run_spec *spec, const lb_fi
 	lb_reset_signals();
 	if (lb_cgroup_join(cg, &e) < 0)
 		lb_child_relay(rep, &e);
+}
+
+void lb_chain_first_child(const lb_jail *j, const lb_run_spec *spec, const lb_filter *filter,
+			  struct child_fds *fds, const lb_cgroup *cg, pid_t parent)
+{
+	int rep = fds->report_w;
+	lb_error e;
+	lb_child_begin(rep, parent, cg);
 	if (lb_jail_enter(j, &e) < 0)
 		lb_child_relay(rep, &e);
 	/* Joining a user namespace may clear the parent-death signal (new credentials). */

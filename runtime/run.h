@@ -50,6 +50,10 @@ const char *lb_resolve_command(const char *cmd, const char *const *envp, char *b
 _Noreturn void lb_exec_program(const lb_run_spec *spec, const lb_filter *filter,
 			       struct child_fds *fds, const lb_cgroup *cg);
 
+/* The start of a run's first child (C1, or spawn.c's S): it dies with the caller (and exits at
+ * once if the caller is already gone), gets default signals and joins the run's cgroups. */
+void lb_child_begin(int rep, pid_t parent, const lb_cgroup *cg);
+
 /* C1, in the run helper: joins the run's cgroups and the jail's namespaces, starts C2 and waits
  * for the caller's word (see the top of chain.c). Never returns. */
 _Noreturn void lb_chain_first_child(const lb_jail *j, const lb_run_spec *spec,

@@ -66,13 +66,7 @@ _Noreturn static void supervise_spawn(const lb_run_spec *spec, const lb_filter *
 				      struct child_fds *fds, const lb_cgroup *cg, pid_t parent)
 {
 	int rep = fds->report_w;
-	lb_error e;
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(127);
-	lb_reset_signals();
-	if (lb_cgroup_join(cg, &e) < 0)
-		lb_child_relay(rep, &e);
+	lb_child_begin(rep, parent, cg);
 	/* Orphans of the program's tree come to S, which can then end them. */
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
 		lb_child_fail(rep, errno, "becoming a child subreaper");

@@ -19,20 +19,25 @@ local function doctor_json(prefix)
     return status, j, text
 end
 
+-- the host check of that name in a `llmbox doctor --json` that succeeded
+local function doctor_check(name)
+    local st, j, text = doctor_json()
+    assert.equal(0, st, text)
+    for _, c in ipairs(j.checks) do
+        if c.name == name then return c end
+    end
+    error("no check named " .. name .. " in " .. text)
+end
+
 describe("llmbox doctor #unpriv", function()
     it("names the run helper every native jail and run starts from", function()
-        local st, j, text = doctor_json()
-        assert.equal(0, st, text)
-        local found
-        for _, c in ipairs(j.checks) do
-            if c.name == "run helper" then found = c end
-        end
-        assert.is_truthy(found, text)
+        local found = doctor_check("run helper")
         assert.same({ true, "fact" }, { found.ok, found.source })
         local path = found.detail:match("^(/%S+/llmbox%-run):")
         assert.is_truthy(path, found.detail)
         assert.is_nil(path:find("/../", 1, true), "a resolved path: " .. path)
-        assert.is_true(os.execute("test -x " .. q(path)) == 0 or os.execute("test -x " .. q(path)) == true)
+        local ok = os.execute("test -x " .. q(path))
+        assert.is_true(ok == 0 or ok == true, path .. " is not executable")
     end)
 
     it("says whether moving runs into their cgroups waits for the kernel, and how to fix it", function()
@@ -58,13 +63,7 @@ describe("llmbox doctor #unpriv", function()
         -- the report says what this host's mounts say, as advice (a note, not a FAIL: doctor's
         -- verdict does not depend on it)
         local here, _, remount_at = moves(helpers.read("/proc/mounts"), require("llmbox.core").cgroup())
-        local st, j, text = doctor_json()
-        assert.equal(0, st, text)
-        local found
-        for _, c in ipairs(j.checks) do
-            if c.name == "cgroup moves" then found = c end
-        end
-        assert.is_truthy(found, text)
+        local found = doctor_check("cgroup moves")
         assert.equal(here, found.ok)
         assert.equal("fact", found.source) -- read from the mounts, not measured
         assert.is_true(found.advice)

@@ -116,6 +116,9 @@ build/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+# The helper's job format names the sources it was built from (runtime/chain_wire.c)
+build/obj/runtime/chain_wire.o: ALL_CFLAGS += -DLB_WIRE_ID='"$(shell cat $(HEADERS) runtime/chain_wire.c | sha256sum | cut -c1-16)"'
+
 $(BIN): build/obj/runtime/main.o $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS) $(DEP_LIBS) $(LUA_LIBS) -Wl,-E

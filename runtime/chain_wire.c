@@ -1,11 +1,11 @@
 /* Jobs on their way from the caller to llmbox-run (run_helper.c), which is exec'd and so starts
  * with nothing of the caller's memory. One flat record in a memfd, of one of two kinds:
  *
- *   a run: magic "llmbox-run-job 1\0", the sizes of the structs copied whole (a helper from
+ *   a run: magic "llmbox-run-job ID\0", the sizes of the structs copied whole (a helper from
  *   another build is refused, never misread), the caller's pid, then lb_jail, child_fds,
  *   lb_cgroup and lb_limits as they are in memory; then cwd, hosts and probe as strings, argv,
  *   envp and clean as lists, the files, and the filter's BPF program (0 bytes: none);
- *   a jail's opening: magic "llmbox-jail-job 1\0", the caller's pid, the report and sync
+ *   a jail's opening: magic "llmbox-jail-job ID\0", the caller's pid, the report and sync
  *   descriptors, the workspace's and /tmp's sizes, the host uid and gid, hostname, hosts_extra
  *   and rootfs as strings, and the read-only mounts (src, dst, optional, in_root).
  *
@@ -20,8 +20,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char MAGIC[] = "llmbox-run-job 1";
-static const char JAIL_MAGIC[] = "llmbox-jail-job 1";
+/* What identifies the format: make passes a digest of the headers and of this file
+ * (LB_WIRE_ID), so a helper and a library built from other sources refuse each other's jobs
+ * instead of reading another layout (an upgrade under a running daemon, say). */
+#ifndef LB_WIRE_ID
+#define LB_WIRE_ID "unversioned"
+#endif
+static const char MAGIC[] = "llmbox-run-job " LB_WIRE_ID;
+static const char JAIL_MAGIC[] = "llmbox-jail-job " LB_WIRE_ID;
 
 static const char ANOTHER_BUILD[] =
 	"llmbox-run is from another build than the library that started it: reinstall llmbox "

@@ -73,6 +73,33 @@ io.write(tostring(s), " ", tostring(err))']])
             .. "No such file or directory %(run make, or reinstall llmbox%)$", out)
     end)
 
+    it("a run helper from another build refuses the C module's jobs, and says so", function()
+        -- helpers built here from the sources with a job format id: the C module's (the control:
+        -- it works), then another
+        local id = helpers.read("build/lib/llmbox/core.so"):match("llmbox%-run%-job (%x+)")
+        assert.is_truthy(id, "no job format id in core.so")
+        local objs = {}
+        for _, o in ipairs({ "util", "fds", "caps", "seccomp", "jail", "limits", "cgroup", "chain", "chain_child" }) do
+            objs[#objs + 1] = "build/obj/runtime/" .. o .. ".o"
+        end
+        local function with_helper(wire_id)
+            local dir = helpers.tmppath()
+            local built, log = sh("mkdir -p " .. q(dir .. "/llmbox") .. " && cp build/lib/llmbox/core.so " .. q(dir .. "/llmbox/")
+                .. " && cc -std=c11 -O2 -DLB_WIRE_ID='\"" .. wire_id .. "\"' -static -o " .. q(dir .. "/llmbox/llmbox-run")
+                .. " runtime/run_helper.c runtime/chain_wire.c " .. table.concat(objs, " ") .. " -lseccomp -lcap")
+            assert.is_true(built, log)
+            local ok, out = sh("LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH=" .. q(dir .. "/?.so;;")
+                .. [[ luajit -e 'local s, err = require("llmbox").session({ lang = "python" })
+local r = s and s:run("print(6 * 7)"); io.write(tostring(r and r.stdout), " ", tostring(err))']])
+            sh("rm -rf " .. q(dir))
+            assert.is_true(ok, out)
+            return out
+        end
+        assert.equal("42\n nil", with_helper(id))
+        assert.matches("^nil cannot create the sandbox: llmbox%-run is from another build than the library "
+            .. "that started it: reinstall llmbox", with_helper(id:reverse()))
+    end)
+
     it("luarocks make with the rockspec", function()
         local tree = helpers.tmppath()
         local ok, out = sh("luarocks --lua-version=5.1 make --deps-mode=none --tree=" .. q(tree) .. " llmbox-scm-1.rockspec")

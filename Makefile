@@ -58,8 +58,9 @@ HELPER := build/lib/llmbox/container-exec
 # The program bwrap and nsjail start in the jails they built (backends/jail_ready.c): static, as any root
 # filesystem may be the jail's.
 READY := build/lib/llmbox/jail-ready
-# Every jailed run's first child (runtime/run_helper.c), exec'd by the caller: static, so it starts
-# without the dynamic loader. The linker takes from the archive only what the chain uses.
+# Every native jail's setup child and every run's first child (runtime/run_helper.c), exec'd by the
+# caller: static, so it starts without the dynamic loader. The linker takes from the archive only
+# what they use.
 RUN_HELPER := build/lib/llmbox/llmbox-run
 RUN_HELPER_LIB := build/obj/librun.a
 RUN_HELPER_OBJ := $(addprefix build/obj/runtime/,util.o fds.o caps.o seccomp.o jail.o limits.o cgroup.o chain.o chain_child.o chain_wire.o)
@@ -224,12 +225,12 @@ soak: deps-test
 lint: deps-test
 	@luacheck -q --formatter plain lua policies spec bench examples && echo "luacheck (.luacheckrc): ok"
 	@echo "clang-format check"
-	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) $(WS_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c backends/pod_filter.c $(HEADERS)
+	@clang-format --dry-run --Werror $(CORE_SRC) $(HTTP_SRC) $(WS_SRC) runtime/main.c runtime/run_helper.c backends/container_exec.c backends/jail_ready.c backends/pod_filter.c $(HEADERS)
 	@$(MAKE) --no-print-directory clean >/dev/null
 	@$(MAKE) --no-print-directory all CFLAGS="-O2 -g" >/dev/null && echo "build with -Wall -Wextra -Werror: ok"
 
 format:
-	clang-format -i $(CORE_SRC) $(HTTP_SRC) $(WS_SRC) runtime/main.c backends/container_exec.c backends/jail_ready.c backends/pod_filter.c $(HEADERS)
+	clang-format -i $(CORE_SRC) $(HTTP_SRC) $(WS_SRC) runtime/main.c runtime/run_helper.c backends/container_exec.c backends/jail_ready.c backends/pod_filter.c $(HEADERS)
 
 install: $(BIN) $(MODULE) $(HTTP_MODULE) $(WS_MODULE) $(RUN_HELPER) $(HELPER) $(READY) $(POD_FILTER) $(PY_STAMP)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/llmbox $(DESTDIR)$(LUADIR) $(DESTDIR)$(DATADIR)/policies/pools

@@ -31,8 +31,9 @@ int main(int argc, char **argv)
 	int job_fd = argc == 3 ? fd_arg(argv[1]) : -1;
 	int rep = argc == 3 ? fd_arg(argv[2]) : -1;
 	if (job_fd < 0 || rep < 0) {
-		fputs("llmbox-run: llmbox's run helper, started by llmbox for each run; not for "
-		      "use by hand\n",
+		fputs("llmbox-run: llmbox's helper, started by llmbox for each native jail and "
+		      "run; "
+		      "not for use by hand\n",
 		      stderr);
 		return 127;
 	}

@@ -11,10 +11,10 @@ local _M = { _VERSION = "0.1.0", name = "native" }
 
 _M.capabilities = core.backends().native
 
--- Every run's first child is llmbox's run helper (runtime/run_helper.c), exec'd: beside the C
--- module (build/lib/llmbox/llmbox-run, or where `make install` put it). Without it runs fail and
--- say so (lb_run_begin).
--- _M.helper: its path once set; else _M.helper_error says why (llmbox doctor shows either).
+-- Every jail's setup child and every run's first child is llmbox's helper (runtime/run_helper.c),
+-- exec'd: beside the C module (build/lib/llmbox/llmbox-run, or where `make install` put it).
+-- Without it sessions fail and say so (lb_exec_helper). _M.helper: its path once set; else
+-- _M.helper_error says why (llmbox doctor shows either).
 do
     local so = package.searchpath("llmbox.core", package.cpath)
     local path = so and so:gsub("core%.so$", "llmbox-run")

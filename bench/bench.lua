@@ -177,7 +177,7 @@ local function cli_parts(r)
     part(r, "admit: the code checks", t.admit)
     part(r, "open: the jail's namespaces and mounts", t.open)
     part(r, "run, around the program: plan, files, supervision", t.run - t.program)
-    part(r, "the program: fork to exit (entering the jail, cgroups, seccomp, python3 itself)", t.program)
+    part(r, "the program: its first child's start to exit (entering the jail, cgroups, seccomp, python3 itself)", t.program)
     part(r, "close", t.close)
     part(r, "exit: output, Lua state closed, reaped", t1 - (t.main_started_ms + t.total))
 end

@@ -26,12 +26,18 @@ def preload():
     # The program's code is compiled from source, but start-up compiled nothing (the hooks come
     # with their bytecode), so the compiler's pages would be faulted in during the program's
     # run (~1.3 ms measured): compile something now, as a cold start's site would have.
-    compile(_SAMPLE, "<llmbox-warm>", "exec")
+    # An image's older Python may not parse all of it, nor have gc.freeze (3.7): the warm start
+    # must not fail for a speed-up.
+    try:
+        compile(_SAMPLE, "<llmbox-warm>", "exec")
+    except SyntaxError:
+        pass
     # What start-up allocated is collected now and the rest frozen out of the collector's way
     # (gc.freeze: never traversed again), so the program's collections do not walk it.
     import gc
     gc.collect()
-    gc.freeze()
+    if hasattr(gc, "freeze"):
+        gc.freeze()
 
 
 # A little of most of the grammar, so most of the parser and compiler is touched.

@@ -40,7 +40,7 @@ FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 # The runtime is compiled again with clang and coverage; a harness that #includes a runtime file
 # (to reach its static functions) does not link that file's object.
 FUZZ_RUNTIME := $(filter-out runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c backends/native.c backends/wrapped.c,$(CORE_SRC))
-fuzz_includes_seccomp := runtime/seccomp.c
+fuzz_includes_seccomp := runtime/seccomp.c runtime/filter.c
 fuzz_includes_paths   := runtime/transfer.c
 fuzz_includes_tar     := runtime/transfer.c
 fuzz_includes_resolve := runtime/chain_child.c

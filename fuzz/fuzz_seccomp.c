@@ -10,6 +10,7 @@
  * changed. LB_FUZZ_SKIP_KNOWN=1 (set by fuzz/fuzz.mk) leaves out the inputs of bugs already
  * reported (listed below), so CI keeps looking for new ones. */
 #include "../runtime/seccomp.c"
+#include "../runtime/filter.c" /* struct lb_filter, to run its program */
 
 #include <linux/audit.h>
 #include <signal.h>

@@ -2,10 +2,13 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <linux/capability.h>
 #include <linux/securebits.h>
-#include <sys/capability.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 
+/* Raw prctl and capset rather than libcap: this runs in the run helper, a static program built
+ * against musl where it can be (see the Makefile), for which Debian ships no libcap. */
 int lb_caps_drop_all(lb_error *err)
 {
 	/* Lock the root fix-ups first (needs CAP_SETPCAP, which we still hold in the user
@@ -16,23 +19,20 @@ int lb_caps_drop_all(lb_error *err)
 					     SECBIT_KEEP_CAPS_LOCKED) < 0 &&
 	    errno != EPERM)
 		return lb_fail_sys(err, errno, "prctl(PR_SET_SECUREBITS)");
-	for (cap_value_t c = 0; c <= CAP_LAST_CAP || cap_valid(c); c++) {
-		if (!CAP_IS_SUPPORTED(c))
+	/* Every capability this kernel knows, however many that is: EINVAL marks the end. */
+	for (unsigned long c = 0;; c++) {
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) == 0)
 			continue;
-		if (cap_drop_bound(c) < 0 && errno != EINVAL)
-			return lb_fail_sys(err, errno,
-					   "dropping capability %d from the bounding set", (int)c);
+		if (errno == EINVAL && c > CAP_CHOWN)
+			break;
+		return lb_fail_sys(err, errno, "dropping capability %lu from the bounding set", c);
 	}
-	if (cap_reset_ambient() < 0 && errno != EINVAL)
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return lb_fail_sys(err, errno, "clearing the ambient capabilities");
-	cap_t none = cap_init(); /* all three sets empty */
-	if (!none)
-		return lb_fail_sys(err, errno, "cap_init");
-	int r = cap_set_proc(none);
-	int e = errno;
-	cap_free(none);
-	if (r < 0)
-		return lb_fail(err, e, "clearing the capability sets");
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = {{0}};
+	if (syscall(SYS_capset, &hdr, none) < 0)
+		return lb_fail_sys(err, errno, "clearing the capability sets");
 	return 0;
 }
 

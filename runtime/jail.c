@@ -39,10 +39,27 @@
 #define NEWROOT "/newroot"
 #define OLDROOT "/oldroot"
 
+#ifndef MOUNT_ATTR_RDONLY /* linux/mount.h's values, for musl */
+#define MOUNT_ATTR_RDONLY 0x00000001
+#define MOUNT_ATTR_NOSUID 0x00000002
+#define MOUNT_ATTR_NODEV  0x00000004
+#define MOUNT_ATTR_NOEXEC 0x00000008
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+
+/* The kernel's struct mount_attr, spelled out: musl (the run helper's libc) has no
+ * mount_setattr wrapper, and linux/mount.h clashes with glibc's sys/mount.h. */
+struct lb_mount_attr {
+	uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+
 static int set_mount_attr(const char *path, bool recursive, uint64_t set)
 {
-	struct mount_attr attr = {.attr_set = set};
-	return mount_setattr(AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &attr, sizeof attr);
+	struct lb_mount_attr attr = {.attr_set = set};
+	return (int)syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &attr,
+			    sizeof attr);
 }
 
 /* mkdir -p for paths inside the new root (which only we can write during setup). */

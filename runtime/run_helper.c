@@ -10,7 +10,10 @@
  * copy of the caller's memory, secrets included, in the run's first child and its init. Static:
  * it starts without the dynamic loader, and nothing it needs can be missing from the host.
  *
- * Not a program for people: run by hand it finds no job and exits 127.
+ *   llmbox-run --libc
+ *
+ * says which C library it was built with ("musl" or "glibc"; `llmbox doctor` shows it).
+ * Otherwise not a program for people: run by hand it finds no job and exits 127.
  */
 #define _GNU_SOURCE
 #include "run.h"
@@ -28,6 +31,14 @@ static int fd_arg(const char *s)
 
 int main(int argc, char **argv)
 {
+	if (argc == 2 && strcmp(argv[1], "--libc") == 0) {
+#ifdef __GLIBC__
+		puts("glibc");
+#else
+		puts("musl");
+#endif
+		return 0;
+	}
 	int job_fd = argc == 3 ? fd_arg(argv[1]) : -1;
 	int rep = argc == 3 ? fd_arg(argv[2]) : -1;
 	if (job_fd < 0 || rep < 0) {

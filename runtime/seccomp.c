@@ -1,6 +1,7 @@
 /* seccomp: the policy's syscall rules compiled once (libseccomp) into a BPF program that each
- * sandboxed program loads just before execve. Building happens in the caller; forked children only
- * call prctl() with the ready program, so no library state is touched after fork. */
+ * sandboxed program loads just before execve (filter.c holds and loads the program). Building
+ * happens in the caller; the run's processes only call prctl() with the ready program, so the run
+ * helper needs no libseccomp. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -22,10 +23,6 @@
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
 #endif
-
-struct lb_filter {
-	struct sock_fprog prog;
-};
 
 int lb_syscall_number(const char *name)
 {
@@ -338,27 +335,8 @@ lb_filter *lb_filter_build(const lb_syscall_policy *p, lb_error *err)
 		lb_fail(err, EINVAL, "seccomp_export_bpf produced no program");
 		goto out;
 	}
-	f = calloc(1, sizeof *f);
-	struct sock_filter *insns = malloc((size_t)st.st_size);
-	if (!f || !insns) {
-		free(f);
-		free(insns);
-		f = NULL;
-		lb_fail(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	if (pread(memfd, insns, (size_t)st.st_size, 0) != st.st_size) {
-		free(f);
-		free(insns);
-		f = NULL;
-		lb_fail(err, EIO, "reading the seccomp program back");
-		goto out;
-	}
 	if (st.st_size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS) {
 		/* The kernel would refuse it at every run: say so now, while the policy loads. */
-		free(f);
-		free(insns);
-		f = NULL;
 		lb_fail(err, E2BIG,
 			"the policy's syscall rules compile to more than %d BPF instructions; "
 			"use fewer rules (an allow-list instead of a long deny-list, or the "
@@ -366,73 +344,19 @@ lb_filter *lb_filter_build(const lb_syscall_policy *p, lb_error *err)
 			BPF_MAXINSNS);
 		goto out;
 	}
-	f->prog.len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
-	f->prog.filter = insns;
+	void *insns = malloc((size_t)st.st_size);
+	if (!insns) {
+		lb_fail(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	if (pread(memfd, insns, (size_t)st.st_size, 0) != st.st_size)
+		lb_fail(err, EIO, "reading the seccomp program back");
+	else
+		f = lb_filter_from_program(insns, (size_t)st.st_size, err);
+	free(insns);
 out:
 	if (memfd >= 0)
 		close(memfd);
 	seccomp_release(ctx);
 	return f;
-}
-
-const void *lb_filter_program(const lb_filter *f, size_t *len)
-{
-	*len = (size_t)f->prog.len * sizeof *f->prog.filter;
-	return f->prog.filter;
-}
-
-lb_filter *lb_filter_from_program(const void *prog, size_t len, lb_error *err)
-{
-	size_t n = len / sizeof(struct sock_filter);
-	if (n == 0 || n > BPF_MAXINSNS || len % sizeof(struct sock_filter)) {
-		lb_fail(err, EINVAL, "a seccomp program of %zu bytes", len);
-		return NULL;
-	}
-	lb_filter *f = calloc(1, sizeof *f);
-	struct sock_filter *insns = malloc(len);
-	if (!f || !insns) {
-		free(f);
-		free(insns);
-		lb_fail(err, ENOMEM, "out of memory");
-		return NULL;
-	}
-	memcpy(insns, prog, len);
-	f->prog.len = (unsigned short)n;
-	f->prog.filter = insns;
-	return f;
-}
-
-void lb_filter_free(lb_filter *f)
-{
-	if (f) {
-		free(f->prog.filter);
-		free(f);
-	}
-}
-
-int lb_filter_memfd(const lb_filter *f, lb_error *err)
-{
-	int fd = memfd_create("llmbox-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return lb_fail_sys(err, errno, "memfd_create");
-	size_t len = (size_t)f->prog.len * sizeof(struct sock_filter);
-	/* sealed: whoever reads it gets the program compiled here, nothing written after */
-	if (lb_write_all(fd, f->prog.filter, len) < 0 || lseek(fd, 0, SEEK_SET) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
-		int e = errno;
-		close(fd);
-		return lb_fail_sys(err, e, "writing the seccomp program to a memfd");
-	}
-	return fd;
-}
-
-int lb_filter_load(const lb_filter *f, lb_error *err)
-{
-	if (!f)
-		return 0;
-	/* no_new_privs is already set (lb_become_sandbox_user), which also lets an unprivileged
-	 * process install a filter. */
-	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f->prog, 0, 0) < 0)
-		return lb_fail_sys(err, errno, "loading the seccomp filter");
-	return 0;
 }

@@ -38,6 +38,10 @@ describe("llmbox doctor #unpriv", function()
         assert.is_nil(path:find("/../", 1, true), "a resolved path: " .. path)
         local ok = os.execute("test -x " .. q(path))
         assert.is_true(ok == 0 or ok == true, path .. " is not executable")
+        -- make builds it with musl wherever musl-gcc is (make deps installs musl-tools)
+        local musl = os.execute("command -v musl-gcc >/dev/null 2>&1")
+        musl = musl == 0 or musl == true
+        assert.matches(musl and "%(static, musl%)$" or "%(static, glibc: .*musl%-tools.*%)$", found.detail)
     end)
 
     it("says whether moving runs into their cgroups waits for the kernel, and how to fix it", function()

@@ -79,14 +79,14 @@ io.write(tostring(s), " ", tostring(err))']])
         local id = helpers.read("build/lib/llmbox/core.so"):match("llmbox%-run%-job (%x+)")
         assert.is_truthy(id, "no job format id in core.so")
         local objs = {}
-        for _, o in ipairs({ "util", "fds", "caps", "seccomp", "jail", "limits", "cgroup", "chain", "chain_child" }) do
+        for _, o in ipairs({ "util", "fds", "caps", "filter", "jail", "limits", "cgroup", "chain", "chain_child" }) do
             objs[#objs + 1] = "build/obj/runtime/" .. o .. ".o"
         end
         local function with_helper(wire_id)
             local dir = helpers.tmppath()
             local built, log = sh("mkdir -p " .. q(dir .. "/llmbox") .. " && cp build/lib/llmbox/core.so " .. q(dir .. "/llmbox/")
                 .. " && cc -std=c11 -O2 -DLB_WIRE_ID='\"" .. wire_id .. "\"' -static -o " .. q(dir .. "/llmbox/llmbox-run")
-                .. " runtime/run_helper.c runtime/chain_wire.c " .. table.concat(objs, " ") .. " -lseccomp -lcap")
+                .. " runtime/run_helper.c runtime/chain_wire.c " .. table.concat(objs, " "))
             assert.is_true(built, log)
             local ok, out = sh("LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH=" .. q(dir .. "/?.so;;")
                 .. [[ luajit -e 'local s, err = require("llmbox").session({ lang = "python" })

@@ -16,6 +16,7 @@ local type = type
 local ipairs = ipairs
 local pcall = pcall
 local string_find = string.find
+local byte, sub = string.byte, string.sub
 
 local quote = schema.quote
 
@@ -123,13 +124,20 @@ local SYSCALL = { type = "string", pattern = "^[a-z0-9_]+$",
 local SEVERITY = { type = "enum", values = { "low", "medium", "high", "critical" } }
 
 -- Lua reports a malformed pattern only when matching reaches the bad part, so check the syntax
--- up front: a policy must not load fine and then blow up on the first piece of code it checks
-local function lua_pattern_error(p)
+-- up front: a policy must not load fine and then blow up on the first piece of code it checks.
+-- The scan jumps from one of % [ ( ) to the next (the rest cannot be wrong), and verdicts are
+-- kept: a load checks each inherited pattern more than once, a daemon reloads the same ones.
+local pattern_verdicts, verdicts_kept = {}, 0
+local MAX_VERDICTS = 4096
+
+local function scan_pattern(p)
     local i, n, depth = 1, #p, 0
-    while i <= n do
-        local c = p:sub(i, i)
-        if c == "%" then
-            local d = p:sub(i + 1, i + 1)
+    while true do
+        i = string_find(p, "[%%%[%(%)]", i)
+        if not i then break end
+        local c = byte(p, i)
+        if c == 37 then -- %
+            local d = sub(p, i + 1, i + 1)
             if d == "" then
                 return "ends with '%'"
             elseif d == "b" then
@@ -138,43 +146,39 @@ local function lua_pattern_error(p)
                 end
                 i = i + 4
             elseif d == "f" then
-                if p:sub(i + 2, i + 2) ~= "[" then
+                if sub(p, i + 2, i + 2) ~= "[" then
                     return "missing '[' after '%f'"
                 end
                 i = i + 2
             else
                 i = i + 2
             end
-        elseif c == "[" then
+        elseif c == 91 then -- [
             local j = i + 1
-            if p:sub(j, j) == "^" then j = j + 1 end
-            if p:sub(j, j) == "]" then j = j + 1 end -- a leading ']' is literal
+            if byte(p, j) == 94 then j = j + 1 end -- ^
+            if byte(p, j) == 93 then j = j + 1 end -- a leading ']' is literal
             while true do
-                local e = p:sub(j, j)
-                if e == "" then
+                j = string_find(p, "[%%%]]", j)
+                if not j then
                     return "missing ']'"
-                elseif e == "%" then
+                elseif byte(p, j) == 37 then
                     if j + 1 > n then
                         return "ends with '%'"
                     end
                     j = j + 2
-                elseif e == "]" then
-                    break
                 else
-                    j = j + 1
+                    break
                 end
             end
             i = j + 1
-        elseif c == "(" then
+        elseif c == 40 then -- (
             depth = depth + 1
             i = i + 1
-        elseif c == ")" then
+        else -- )
             depth = depth - 1
             if depth < 0 then
                 return "unmatched ')'"
             end
-            i = i + 1
-        else
             i = i + 1
         end
     end
@@ -186,6 +190,18 @@ local function lua_pattern_error(p)
         return err
     end
     return nil
+end
+
+local function lua_pattern_error(p)
+    local v = pattern_verdicts[p]
+    if v == nil then
+        v = scan_pattern(p) or false
+        if verdicts_kept >= MAX_VERDICTS then
+            pattern_verdicts, verdicts_kept = {}, 0
+        end
+        pattern_verdicts[p], verdicts_kept = v, verdicts_kept + 1
+    end
+    return v or nil
 end
 _M.lua_pattern_error = lua_pattern_error
 

@@ -16,6 +16,7 @@
 #   http      llmbox serve's request parser (lua_httpparse.c over http-parser), fed in pieces
 #   cell      lb_cell_parse: an interactive program's answers to its cells
 #   layer     lb_layer_apply: image layers (untrusted tars) onto a root being built, whiteouts and all
+#   job       lb_helper_job_decode: llmbox-run's reader of the jobs it is handed, round trips checked
 #
 # paths, tar and layer create files for real under FUZZ_TMP (default build/fuzz-tmp; a tmpfs such as
 # FUZZ_TMP=/dev/shm/llmbox-fuzz makes them about 5 times faster).
@@ -30,7 +31,7 @@ FUZZ_SECONDS    ?= 300
 FUZZ_SKIP_KNOWN ?= 0
 FUZZ_TMP        ?= $(CURDIR)/build/fuzz-tmp
 FUZZ_JOBS       ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 1 ] && echo 2 || echo 1)
-FUZZ_TARGETS    := seccomp lua_core paths tar resolve report http cell layer
+FUZZ_TARGETS    := seccomp lua_core paths tar resolve report http cell layer job
 DEPS_FUZZ       := clang libclang-rt-14-dev llvm-14
 
 FUZZ_DIR  := build/fuzz
@@ -44,6 +45,7 @@ fuzz_includes_seccomp := runtime/seccomp.c runtime/filter.c
 fuzz_includes_paths   := runtime/transfer.c
 fuzz_includes_tar     := runtime/transfer.c
 fuzz_includes_resolve := runtime/chain_child.c
+fuzz_includes_job     := runtime/chain_wire.c
 fuzz_extra_lua_core   := runtime/lua_core.c runtime/lua_util.c runtime/lua_httpparse.c
 fuzz_libs_lua_core     = $(LUA_LIBS)
 fuzz_extra_http       := runtime/lua_httpparse.c

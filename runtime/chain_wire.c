@@ -358,7 +358,7 @@ int lb_helper_job_decode(int fd, struct lb_helper_job *job, lb_error *err)
 	if (st.st_size <= 0 || (uint64_t)st.st_size > (1ULL << 32))
 		return lb_fail(err, EINVAL, "a job of %lld bytes", (long long)st.st_size);
 	size_t size = (size_t)st.st_size;
-	char *buf = malloc(size);
+	char *buf = job->record = malloc(size);
 	if (!buf)
 		return lb_fail(err, ENOMEM, "out of memory");
 	size_t got = 0;
@@ -386,4 +386,17 @@ int lb_helper_job_decode(int fd, struct lb_helper_job *job, lb_error *err)
 		return r;
 	}
 	return lb_fail(err, EINVAL, "%s", ANOTHER_BUILD);
+}
+
+void lb_helper_job_free(struct lb_helper_job *job)
+{
+	lb_run_spec *s = &job->run.spec;
+	free((void *)s->argv);
+	free((void *)s->envp);
+	free((void *)s->clean);
+	free((void *)s->files);
+	lb_filter_free(job->run.filter);
+	free((void *)job->jail.cfg.ro);
+	free(job->record);
+	memset(job, 0, sizeof *job);
 }

@@ -84,6 +84,7 @@ struct lb_helper_job {
 	struct lb_chain_job run;
 	struct lb_jail_job jail;
 	int report_w; /* the one the job names */
+	char *record; /* the job as read; the decoded strings point into it */
 };
 
 /* Writes a run's job to fd (a memfd the helper reads from its start). */
@@ -91,8 +92,10 @@ int lb_chain_encode(int fd, pid_t parent, const lb_jail *j, const lb_run_spec *s
 		    const lb_filter *filter, const struct child_fds *fds, const lb_cgroup *cg,
 		    lb_error *err);
 /* Reads a job lb_chain_encode or lb_jail_job_encode wrote, from the start of fd; refuses one
- * from another build. What the job's pointers point into is never freed (the helper's life). */
+ * from another build. The helper keeps the job for its life; lb_helper_job_free releases what a
+ * decode allocated, whether it succeeded or not (the fuzz harness, fuzz/fuzz_job.c). */
 int lb_helper_job_decode(int fd, struct lb_helper_job *job, lb_error *err);
+void lb_helper_job_free(struct lb_helper_job *job);
 
 /* Ends the run's processes: C1 kills the run's init (and with it the whole pid namespace),
  * reaps it and exits. Returns at once; calling it again does nothing. */

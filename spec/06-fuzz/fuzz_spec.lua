@@ -10,7 +10,7 @@ local SECONDS = 5
 -- how many inputs prove that a target really ran: not a speed (CI runs the specs beside other
 -- runs on 2 cores, where the seccomp target once managed 1573 in 5 s)
 local MIN_RUNS = 500
-local TARGETS = { "seccomp", "lua_core", "paths", "tar", "resolve", "report", "http", "cell", "layer" }
+local TARGETS = { "seccomp", "lua_core", "paths", "tar", "resolve", "report", "http", "cell", "layer", "job" }
 
 local function sh(cmd)
     local out = helpers.tmpname()

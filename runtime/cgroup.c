@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -173,11 +174,25 @@ void lb_cgroup_detect(lb_cgroup_support *s)
 		 "LLMBOX_CGROUP)");
 }
 
-/* The pid namespace this process's pids mean something in; 0 when /proc cannot say. */
+/* The pid namespace this process's pids mean something in; 0 when /proc cannot say. A process
+ * keeps its pid namespace for life (a fork that unshared one has another pid), so it is read once
+ * per pid, not at every run. */
 static unsigned long pid_ns_id(void)
 {
-	struct stat st;
-	return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
+	static pid_t known_pid;
+	static unsigned long known_ns;
+	pid_t pid = getpid();
+	if (__atomic_load_n(&known_pid, __ATOMIC_ACQUIRE) != pid) {
+		struct stat st;
+		unsigned long ns =
+			stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
+		if (!ns)
+			return 0;
+		__atomic_store_n(&known_ns, ns, __ATOMIC_RELAXED);
+		__atomic_store_n(&known_pid, pid, __ATOMIC_RELEASE);
+		return ns;
+	}
+	return __atomic_load_n(&known_ns, __ATOMIC_RELAXED);
 }
 
 /* An empty per-run cgroup of another pid namespace is left alone this long: its creator's pid
@@ -216,6 +231,40 @@ static void sweep_stale(const char *base)
 	closedir(d);
 }
 
+/* Whether base is due a sweep: at most one a second per directory and process. A sweep lists
+ * the directory and looks at each stranger's entry, a dozen system calls on cgroupfs and /proc
+ * for every run otherwise; what a killed caller left is still gone within a second of the next
+ * run. */
+#define SWEEP_EVERY_S 1
+static bool sweep_due(const char *base, time_t now)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static struct {
+		char base[256];
+		time_t at;
+		pid_t pid;
+	} last[8];
+	static unsigned next;
+	pid_t pid = getpid();
+	bool due = true;
+	pthread_mutex_lock(&lock);
+	size_t i = 0;
+	for (; i < sizeof last / sizeof *last; i++)
+		if (last[i].pid == pid && strcmp(last[i].base, base) == 0)
+			break;
+	if (i == sizeof last / sizeof *last) {
+		i = next++ % (sizeof last / sizeof *last);
+		snprintf(last[i].base, sizeof last[i].base, "%s", base);
+		last[i].pid = pid;
+	} else {
+		due = now - last[i].at >= SWEEP_EVERY_S || now < last[i].at;
+	}
+	if (due)
+		last[i].at = now;
+	pthread_mutex_unlock(&lock);
+	return due;
+}
+
 static int make_run_dir(char *out, size_t len, const char *base, lb_error *err)
 {
 	static unsigned counter;
@@ -223,7 +272,8 @@ static int make_run_dir(char *out, size_t len, const char *base, lb_error *err)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (mkdir(base, 0755) < 0 && errno != EEXIST)
 		return lb_fail_sys(err, errno, "creating cgroup %s", base);
-	sweep_stale(base); /* a handful of entries at most: cheap enough for every run */
+	if (sweep_due(base, ts.tv_sec))
+		sweep_stale(base);
 	snprintf(out, len, "%s/run-%d-%u-%ld-%lu", base, (int)getpid(),
 		 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED), (long)ts.tv_nsec, pid_ns_id());
 	if (mkdir(out, 0755) < 0)
@@ -339,11 +389,36 @@ static int create_v1(lb_cgroup *cg, const lb_limits *lim, const lb_cgroup_suppor
 	return 0;
 }
 
+/* lb_cgroup_detect as of at most a second ago (six system calls on cgroupfs, ~30 us, at every
+ * run otherwise), read again when LLMBOX_CGROUP changed. `llmbox doctor` asks afresh. */
+static void detect_recent(lb_cgroup_support *s)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static lb_cgroup_support known;
+	static char known_env[256];
+	static time_t known_at;
+	static bool valid;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	const char *env = getenv("LLMBOX_CGROUP");
+	env = env ? env : "";
+	pthread_mutex_lock(&lock);
+	if (!valid || ts.tv_sec - known_at >= 1 || strcmp(env, known_env) != 0 ||
+	    strlen(env) >= sizeof known_env) {
+		lb_cgroup_detect(&known);
+		snprintf(known_env, sizeof known_env, "%s", env);
+		known_at = ts.tv_sec;
+		valid = true;
+	}
+	*s = known;
+	pthread_mutex_unlock(&lock);
+}
+
 int lb_cgroup_create(lb_cgroup *cg, const lb_limits *lim, lb_error *err)
 {
 	lb_cgroup_support s;
 	memset(cg, 0, sizeof *cg);
-	lb_cgroup_detect(&s);
+	detect_recent(&s);
 	cg->version = s.version;
 	/* An operator who named a cgroup gets it or an error, never a silent fallback. */
 	const char *env = getenv("LLMBOX_CGROUP");

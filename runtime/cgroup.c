@@ -390,24 +390,28 @@ static int create_v1(lb_cgroup *cg, const lb_limits *lim, const lb_cgroup_suppor
 }
 
 /* lb_cgroup_detect as of at most a second ago (six system calls on cgroupfs, ~30 us, at every
- * run otherwise), read again when LLMBOX_CGROUP changed. `llmbox doctor` asks afresh. */
+ * run otherwise), read again when LLMBOX_CGROUP or the effective uid (what may be written)
+ * changed. `llmbox doctor` asks afresh. */
 static void detect_recent(lb_cgroup_support *s)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	static lb_cgroup_support known;
 	static char known_env[256];
 	static time_t known_at;
+	static uid_t known_uid;
 	static bool valid;
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	const char *env = getenv("LLMBOX_CGROUP");
 	env = env ? env : "";
+	uid_t uid = geteuid();
 	pthread_mutex_lock(&lock);
-	if (!valid || ts.tv_sec - known_at >= 1 || strcmp(env, known_env) != 0 ||
-	    strlen(env) >= sizeof known_env) {
+	if (!valid || ts.tv_sec - known_at >= 1 || uid != known_uid ||
+	    strcmp(env, known_env) != 0 || strlen(env) >= sizeof known_env) {
 		lb_cgroup_detect(&known);
 		snprintf(known_env, sizeof known_env, "%s", env);
 		known_at = ts.tv_sec;
+		known_uid = uid;
 		valid = true;
 	}
 	*s = known;

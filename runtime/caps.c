@@ -29,11 +29,19 @@ int lb_caps_drop_all(lb_error *err)
 	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return lb_fail_sys(err, errno, "clearing the ambient capabilities");
-	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
-	struct __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = {{0}};
-	if (syscall(SYS_capset, &hdr, none) < 0)
+	if (lb_caps_keep_only(-1) < 0)
 		return lb_fail_sys(err, errno, "clearing the capability sets");
 	return 0;
+}
+
+int lb_caps_keep_only(int cap)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {{0}};
+	if (cap >= 0)
+		data[CAP_TO_INDEX(cap)].effective = data[CAP_TO_INDEX(cap)].permitted =
+			CAP_TO_MASK(cap);
+	return (int)syscall(SYS_capset, &hdr, data);
 }
 
 int lb_become_sandbox_user(lb_error *err)

@@ -287,15 +287,11 @@ _Noreturn static void end_run_when_told(pid_t init, int stop_r)
 /* C1 after C2 is cloned: all it has left to do is kill C2 (as the sandbox user, in the jail's
  * user namespace) and reap it, so it keeps CAP_KILL and nothing else: were C2, which shares its
  * memory, ever subverted, it would gain no more than that. A raw capset, since C1 must not call
- * malloc beside C2 (glibc, which knows nothing of C2, takes no lock). If that fails, the run
- * does not go on with a more privileged C1: C2 is killed and reaped, and the setup fails. */
+ * malloc beside C2 (the C library, which knows nothing of C2, takes no lock). If that fails, the
+ * run does not go on with a more privileged C1: C2 is killed and reaped, and the setup fails. */
 static void keep_only_kill(pid_t init, int rep)
 {
-	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {0};
-	data[CAP_TO_INDEX(CAP_KILL)].effective = data[CAP_TO_INDEX(CAP_KILL)].permitted =
-		CAP_TO_MASK(CAP_KILL);
-	if (syscall(SYS_capset, &hdr, data) == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)
+	if (lb_caps_keep_only(CAP_KILL) == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)
 		return;
 	int code = errno;
 	kill(init, SIGKILL);

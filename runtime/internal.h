@@ -72,6 +72,9 @@ size_t lb_jail_keep_fds(const lb_jail *j, int *keep, size_t n);
  * inheritable, ambient, bounding) and no_new_privs. */
 int lb_become_sandbox_user(lb_error *err);
 int lb_caps_drop_all(lb_error *err);
+/* One capability left in the effective and permitted sets (cap < 0: none), the inheritable set
+ * empty: a bare capset, which calls no allocator (safe beside a CLONE_VM child). -1 with errno. */
+int lb_caps_keep_only(int cap);
 
 /* ---- llmbox-run (run_helper.c): the first child of every native jail and run, exec'd ---- */
 /* Where it is. Set once, before the first jail (llmbox.backends.native does, from the C module's
